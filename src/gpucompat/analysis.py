@@ -1,0 +1,175 @@
+"""Classify what came back from a cell into one of the stable codes of DESIGN.md.
+
+The probe's facts decide first (a CPU-only build, no driver, a runtime newer than
+the driver); error-text signatures second; the raw message last. The evidence used
+is kept with the verdict.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+
+from packaging.version import InvalidVersion, Version
+
+from .knowledge import signatures
+from .model import PASS, Observation, Outcome, ResolvedStack
+
+PROBE_STAGES = ("import", "device", "compute")
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return ""
+
+
+def _resolver_summary(error: str) -> str:
+    """uv's reason, in one sentence: its 'Because ...' line, else its first error line."""
+    lines = [line.strip().removeprefix("cause:").removeprefix("╰─▶").strip() for line in error.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("warning:")]
+    reason = next((line for line in lines if line.startswith("Because")), None) or (lines[0] if lines else "uv found no solution")
+    return "uv cannot resolve it: " + (reason[:300] + "…" if len(reason) > 300 else reason)
+
+
+def _version(text: str | None) -> Version | None:
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
+
+
+def _stage_text(record: dict, stderr: str) -> str:
+    error = record.get("error") or {}
+    parts = [record.get("reason", ""), error.get("message", ""), *record.get("warnings", []), stderr]
+    return "\n".join(p for p in parts if p)
+
+
+def _message(record: dict) -> str:
+    error = record.get("error")
+    if error:
+        return f"{error.get('type')}: {_first_line(error.get('message', ''))}"
+    return record.get("reason", "")
+
+
+def _runtime(facts: dict) -> str | None:
+    import_facts = facts.get("stages", {}).get("import", {}).get("facts", {})
+    return import_facts.get("cuda_runtime")
+
+
+def _driver_cuda(facts: dict) -> str | None:
+    device_facts = facts.get("stages", {}).get("device", {}).get("facts", {})
+    return device_facts.get("driver_cuda_version") or facts.get("system", {}).get("driver_cuda_version")
+
+
+def _device_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
+    system = facts.get("system", {})
+    stage_facts = record.get("facts", {})
+    if stage_facts.get("cuda_build") is False:
+        return "NO_DEVICE", "this build has no CUDA support (a CPU-only build), so it cannot use a GPU"
+    if system.get("libcuda") is False and not system.get("proc_driver_version"):
+        return "NO_DEVICE", "no NVIDIA driver on this machine (libcuda.so.1 not found), so no GPU was usable"
+    runtime, driver = _version(_runtime(facts)), _version(_driver_cuda(facts))
+    if runtime and driver and runtime.major > driver.major:
+        return "DRIVER_TOO_OLD", f"the stack's CUDA runtime {runtime} is a newer major than the driver supports (CUDA {driver})"
+    found = signatures.match(_stage_text(record, stderr))
+    if found and found.stage == "device":
+        return found.code, f"{found.meaning} ({_message(record)})"
+    if stage_facts.get("device_count") == 0 and not record.get("error"):
+        visible = system.get("env", {}).get("CUDA_VISIBLE_DEVICES")
+        where = f" with CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+        return "NO_DEVICE", f"the driver is present but the framework sees no GPU{where}"
+    return "NO_DEVICE", f"the framework could not use a GPU: {_message(record)}"
+
+
+def _compute_failure(record: dict, stderr: str) -> tuple[str, str]:
+    stage_facts = record.get("facts", {})
+    found = signatures.match(_stage_text(record, stderr))
+    if found and found.stage == "compute":
+        return found.code, f"{found.meaning} ({_message(record)})"
+    if "rel_error" in stage_facts and not record.get("error"):
+        return "COMPUTE_WRONG", f"the GPU gave wrong numbers: relative error {stage_facts['rel_error']:.3g} against a float64 reference (allowed {stage_facts.get('tolerance')})"
+    return "COMPUTE_ERROR", f"a small op on the GPU failed: {_message(record)}"
+
+
+def _pass_warnings(facts: dict) -> list[str]:
+    warnings = []
+    runtime, driver = _version(_runtime(facts)), _version(_driver_cuda(facts))
+    if runtime and driver and runtime.major == driver.major and runtime > driver:
+        warnings.append(
+            f"ran under CUDA minor-version compatibility: runtime {runtime} on a driver that supports CUDA {driver}; PTX newer than the driver cannot be JIT-compiled"
+        )
+    device = facts.get("stages", {}).get("device", {}).get("facts", {})
+    archs = device.get("arch_list") or []
+    for gpu in device.get("devices", [])[:1]:
+        cc = (gpu.get("cc") or "").replace(".", "")
+        if archs and cc and f"sm_{cc}" not in archs and not any(a.startswith(f"sm_{cc[:-1]}") for a in archs):
+            ptx = [a for a in archs if a.startswith("compute_")]
+            warnings.append(f"no SASS for sm_{cc} in {archs}; ran by PTX JIT from {ptx or 'PTX'}")
+    for stage in PROBE_STAGES:
+        warnings.extend(facts.get("stages", {}).get(stage, {}).get("warnings", [])[:3])
+    return warnings
+
+
+def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcome:
+    if not resolved.ok:
+        return Outcome("ENV_UNRESOLVABLE", "resolve", _resolver_summary(resolved.error or ""), {"resolver": resolved.error})
+    assert observation is not None, "a resolved cell is classified from an observation"
+    if observation.internal:
+        return Outcome("INTERNAL", "schedule", f"gpucompat failed to run this cell: {observation.internal}", {"bug": observation.internal})
+    if observation.no_match:
+        return Outcome("NO_MATCH", "schedule", observation.no_match, {"scheduler": observation.no_match})
+    if observation.timed_out_stage == "install":
+        return Outcome("TIMEOUT", "install", "building the environment did not finish in time", {"install_log": observation.install_log})
+    if observation.install_failed:
+        return Outcome("ENV_INSTALL_FAILED", "install", f"building the environment failed: {_first_line(observation.install_log.split('error:', 1)[-1]) or 'see the log'}", {"install_log": observation.install_log})
+
+    facts = observation.facts or {}
+    stderr = observation.stderr
+    evidence = {"stderr_tail": stderr[-3000:]} if stderr else {}
+    if observation.timed_out_stage:
+        stage = observation.timed_out_stage
+        return Outcome("TIMEOUT", stage, f"the {stage} stage gave no answer within its timeout and was killed", evidence)
+    stages = facts.get("stages", {})
+    current = facts.get("current_stage")
+    if not facts:
+        if observation.signal:
+            return Outcome("CRASHED", "import", f"the probe was killed by {_signal_name(observation.signal)} before it reported", evidence)
+        return Outcome("INTERNAL", "import", f"the probe did not start (exit {observation.returncode}): {_first_line(stderr[-500:])}", evidence)
+    if not facts.get("finished"):
+        stage = current if current in PROBE_STAGES else "import"
+        how = f"killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode} unexpectedly"
+        evidence["stage_facts"] = stages.get(stage, {})
+        return Outcome("CRASHED", stage, f"the process {how} during the {stage} stage", evidence)
+
+    for stage in PROBE_STAGES:
+        record = stages.get(stage)
+        if record is None or record.get("ok"):
+            continue
+        evidence["stage_facts"] = record
+        if stage == "import":
+            code, text = "IMPORT_FAILED", f"the framework does not import: {_message(record)}"
+        elif stage == "device":
+            code, text = _device_failure(facts, record, stderr)
+        else:
+            code, text = _compute_failure(record, stderr)
+        found = signatures.match(_stage_text(record, stderr))
+        if found and found.code == code:
+            evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
+        return Outcome(code, stage, text, evidence)
+
+    reached = [s for s in PROBE_STAGES if s in stages]
+    compute = stages.get("compute", {}).get("facts", {})
+    devices = stages.get("device", {}).get("facts", {}).get("devices", [])
+    where = devices[0].get("name") if devices else "the GPU"
+    summary = f"ran {compute.get('op', 'a test op')} on {where}" + (
+        f"; relative error {compute['rel_error']:.2g}" if "rel_error" in compute else ""
+    )
+    return Outcome(PASS, reached[-1] if reached else "compute", summary, evidence, tuple(_pass_warnings(facts)))
+
+
+def _signal_name(number: int | None) -> str:
+    try:
+        return signals.Signals(number).name
+    except (ValueError, TypeError):
+        return f"signal {number}"

@@ -1,0 +1,188 @@
+"""The command line: parse, call, print. No logic lives here.
+
+Exit codes: 0 done (for `check`: the stack works); 1 `check` found the stack broken;
+2 a usage or input error (one sentence on stderr); 3 an internal error of gpucompat;
+130 interrupted (a sweep can be finished with --resume).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from .errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Which ML stacks work on which GPUs and drivers, and why not.")
+# Piped output is read in files and logs: give it a width that tables fit in.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+EXIT_BROKEN, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
+DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
+FORMATS = ("table", "csv", "json", "md")
+
+
+def guarded(command):
+    """One clear sentence instead of a traceback; exit codes as documented above."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UserError as exc:
+            err.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+            raise typer.Exit(EXIT_USAGE) from None
+        except KeyboardInterrupt:
+            err.print("interrupted; finished cells are stored (`gpucompat sweep --resume ID` completes the sweep)")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except typer.Exit:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if os.environ.get("GPUCOMPAT_DEBUG"):
+                traceback.print_exc()
+            err.print(f"[red]internal error:[/] {exc!r} — this is a gpucompat bug; rerun with GPUCOMPAT_DEBUG=1 for details")
+            raise typer.Exit(EXIT_INTERNAL) from None
+    return wrapper
+
+
+def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table") -> list[dict]:
+    from . import sweep as pipeline
+    from .report.terminal import RichProgress
+
+    with RichProgress(err) as progress:
+        pipeline.run(store, sweep_id, progress)
+    return _print_results(store, sweep_id, "json" if json_out else fmt)
+
+
+def _print_results(store, sweep_id: int, fmt: str) -> list[dict]:
+    from .report import export
+    from .report.rows import split
+    from .report.terminal import results_tables
+
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}.")
+    sweep = store.sweep(sweep_id)
+    rows = store.result_rows(sweep_id)
+    valid, invalid = split(rows)
+    pending = len(rows) - len(valid) - len(invalid)
+    if fmt == "json":
+        sys.stdout.write(export.to_json(sweep, valid, invalid, pending) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(export.to_csv(valid, invalid))
+    elif fmt == "md":
+        sys.stdout.write(export.to_markdown(sweep, valid, invalid) + "\n")
+    else:
+        for table in results_tables(valid, invalid):
+            out.print(table)
+        note = f", {pending} pending (`gpucompat sweep --resume {sweep_id}`)" if pending else ""
+        out.print(f"sweep {sweep_id} ({sweep['name']}, {sweep['status']}): {len(valid)} valid, {len(invalid)} invalid{note}; database {store.url}")
+    return valid + invalid
+
+
+@app.command()
+@guarded
+def sweep(
+    plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML); see examples/plans/."),
+    resume: Optional[int] = typer.Option(None, "--resume", help="Finish sweep ID: run only the cells without a verdict."),
+    wheelhouse: Optional[Path] = typer.Option(None, help="Install from this directory of wheels only (no index)."),
+    offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
+    workdir: Optional[Path] = typer.Option(None, help="Where job directories go (default: beside the database)."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+):
+    """Run a sweep: every stack of the plan on every target, each cell to a verdict."""
+    from . import sweep as pipeline
+    from .plan import load_plan
+    from .report.terminal import RichProgress
+    from .store import Store
+
+    store = Store(db)
+    if resume is not None:
+        if plan is not None:
+            raise UserError("give either a plan file or --resume ID, not both.")
+        store.sweep(resume)  # a clear error if there is no such sweep
+        sweep_id = resume
+    else:
+        if plan is None:
+            raise UserError("give a plan file (e.g. examples/plans/quick.toml) or --resume ID.")
+        if wheelhouse is not None and not wheelhouse.is_dir():
+            raise UserError(f"--wheelhouse {str(wheelhouse)!r} is not a directory.")
+        spec, text = load_plan(plan)
+        options = pipeline.RunOptions(
+            wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline,
+            workdir=str(workdir.resolve()) if workdir else None,
+        )
+        with RichProgress(err) as progress:
+            sweep_id = pipeline.start(store, spec, text, str(plan), options, progress)
+        err.print(f"sweep {sweep_id}: {len(store.cells_of(sweep_id))} cells")
+    _run_and_report(store, sweep_id, json_out)
+
+
+@app.command()
+@guarded
+def check(
+    specs: List[str] = typer.Argument(..., help="Stacks: torch==2.4.1, torch==2.7.0+cu128, jax[cuda12]==0.4.30, cuda-runtime==12.4 ..."),
+    python: Optional[str] = typer.Option(None, help="Python version for the environment (default: this interpreter's)."),
+    env: str = typer.Option("uv", help="uv (build an environment) or current (test this interpreter as it is)."),
+    wheelhouse: Optional[Path] = typer.Option(None, help="Install from this directory of wheels only (no index)."),
+    offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+):
+    """Test single stacks on this machine: resolve, install, probe, verdict. Exit 1 if any is broken."""
+    from . import sweep as pipeline
+    from .plan import check_plan_text, parse_plan
+    from .report.terminal import RichProgress
+    from .store import Store
+
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        raise UserError(f"--wheelhouse {str(wheelhouse)!r} is not a directory.")
+    text = check_plan_text(specs, python, env)
+    spec = parse_plan(text, "check")
+    store = Store(db)
+    options = pipeline.RunOptions(wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline)
+    with RichProgress(err) as progress:
+        sweep_id = pipeline.start(store, spec, text, None, options, progress, kind="check")
+    rows = _run_and_report(store, sweep_id, json_out)
+    if any(row["code"] != "PASS" for row in rows):
+        raise typer.Exit(EXIT_BROKEN)
+
+
+@app.command()
+@guarded
+def results(
+    sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json or md."),
+    list_sweeps: bool = typer.Option(False, "--list", help="List the stored sweeps instead."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
+):
+    """The valid and invalid combinations of a stored sweep (the seed's two tables)."""
+    import json
+
+    from rich.table import Table
+
+    from .store import Store
+
+    store = Store(db)
+    if list_sweeps:
+        sweeps = store.list_sweeps()
+        if json_out or fmt == "json":
+            sys.stdout.write(json.dumps(sweeps, indent=2, default=str) + "\n")
+            return
+        table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed")
+        for s in sweeps:
+            table.add_row(str(s["id"]), s["name"], s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0))
+        out.print(table)
+        return
+    _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""Discovery: the GPU classes a pool offers. This version knows the local machine."""

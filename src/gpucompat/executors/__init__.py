@@ -1,0 +1,1 @@
+"""Executors: one module each, one interface (base.Executor)."""

@@ -1,0 +1,256 @@
+"""`local`: subprocesses on this machine, the embedded default.
+
+Environments are built in parallel up to a limit (one per distinct resolved stack,
+reused across cells and sweeps); probes run at most one per visible GPU at a time,
+pinned with CUDA_VISIBLE_DEVICES; the parent enforces per-stage and per-cell
+timeouts by watching the probe's result.json, and kills the whole process group.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import queue
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+from .. import envs
+from ..model import Cell, Observation, Timeouts
+from ..space import cache_dir
+from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir
+
+PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe" / "probe.py"
+READY_MARKER = ".gpucompat-ready"
+CPU_ONLY_SLOTS = 2  # probes at once when no GPU is visible (none of them can reach a GPU)
+POLL_S = 0.05
+
+
+def _tail(path: Path, limit: int = 6000) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - limit))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, timeouts: Timeouts, max_parallel_installs: int = 2, wheelhouse: str | None = None,
+                 offline: bool = False, env_root: Path | None = None):
+        self.timeouts = timeouts
+        self.max_parallel_installs = max_parallel_installs
+        self.wheelhouse = wheelhouse
+        self.offline = offline
+        self.env_root = env_root or cache_dir() / "envs"
+        self._states: dict[int, str] = {}
+        self._observations: dict[int, Observation] = {}
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- Executor protocol ---------------------------------------------------------------
+
+    def precheck(self, cells: list[Cell]) -> dict[int, str | None]:
+        """A declared GPU class that this machine does not have can never run here."""
+        verdicts: dict[int, str | None] = {}
+        for cell in cells:
+            target = cell.target
+            if target.declared and not target.devices:
+                verdicts[cell.id] = f"no local GPU matches the declared class {target.key!r}; the local executor runs only on this machine's GPUs"
+            else:
+                verdicts[cell.id] = None
+        return verdicts
+
+    def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
+        jobs = []
+        for cell in cells:
+            path = workdir / f"cell-{cell.id}"
+            if path.exists():  # a resumed cell starts clean
+                shutil.rmtree(path)
+            path.mkdir(parents=True)
+            provider = envs.provider(cell.stack.env)
+            env_dir = self.env_root / cell.resolved.env_key
+            interpreter = provider.interpreter(cell.resolved, env_dir)
+            shutil.copyfile(PROBE_SOURCE, path / "probe.py")
+            (path / "job.json").write_text(json.dumps({
+                "cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target),
+                "pins": list(cell.resolved.pins), "env_dir": str(env_dir), "interpreter": interpreter,
+                "timeouts": asdict(self.timeouts),
+            }, indent=1))
+            # CUDA_VISIBLE_DEVICES is set by the executor when it starts the job.
+            (path / "run.sh").write_text(
+                "#!/bin/sh\n# gpucompat cell %d: %s on %s\ncd \"$(dirname \"$0\")\" || exit 70\n"
+                "exec %s probe.py --framework %s --result result.json\n"
+                % (cell.id, cell.stack.key.replace("\n", " "), cell.target.key.replace("\n", " "),
+                   shlex.quote(interpreter), shlex.quote(cell.stack.framework))
+            )
+            (path / "run.sh").chmod(0o755)
+            jobs.append(JobDir(cell, path, env_dir, interpreter))
+        return jobs
+
+    def submit(self, jobs: list[JobDir]) -> None:
+        slots: dict[tuple, queue.Queue] = {}
+        for job in jobs:
+            devices = job.cell.target.devices or tuple(f"cpu{i}" for i in range(CPU_ONLY_SLOTS))
+            if devices not in slots:
+                slots[devices] = queue.Queue()
+                for device in devices:
+                    slots[devices].put(device)
+        installs: dict[str, Future] = {}
+        install_pool = ThreadPoolExecutor(max_workers=self.max_parallel_installs, thread_name_prefix="install")
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 64)), thread_name_prefix="cell")
+        for job in jobs:
+            key = str(job.env_dir)
+            if key not in installs:
+                installs[key] = install_pool.submit(self._install, job)
+            with self._lock:
+                self._states[job.id] = WAITING
+            devices = job.cell.target.devices or tuple(f"cpu{i}" for i in range(CPU_ONLY_SLOTS))
+            self._pool.submit(self._run_job, job, installs[key], slots[devices])
+        install_pool.shutdown(wait=False)
+
+    def poll(self) -> dict[int, str]:
+        with self._lock:
+            return dict(self._states)
+
+    def collect(self, job: JobDir) -> Observation:
+        with self._lock:
+            return self._observations[job.id]
+
+    def cancel(self, jobs: list[JobDir]) -> None:
+        self._cancelled.set()
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_group(proc)
+        if self._pool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- work ------------------------------------------------------------------------------
+
+    def _install(self, job: JobDir) -> tuple[bool, str, bool]:
+        """Build the job's environment once: (ok, log tail, timed out)."""
+        commands = envs.provider(job.cell.stack.env).install_commands(job.cell.resolved, job.env_dir, self.wheelhouse, self.offline)
+        if not commands:
+            return True, "", False
+        job.env_dir.parent.mkdir(parents=True, exist_ok=True)
+        log_path = job.env_dir.parent / f"{job.env_dir.name}.install.log"
+        with open(job.env_dir.parent / f"{job.env_dir.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another sweep may be building the same environment
+            if (job.env_dir / READY_MARKER).exists():
+                return True, "", False
+            deadline = time.monotonic() + self.timeouts.install
+            with log_path.open("w") as log:
+                for command in commands:
+                    log.write("$ " + shlex.join(command) + "\n")
+                    log.flush()
+                    code, timed_out = self._run(command, log, deadline - time.monotonic(), {})
+                    if timed_out or code != 0:
+                        return False, _tail(log_path), timed_out
+            (job.env_dir / READY_MARKER).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        return True, _tail(log_path), False
+
+    def _run(self, command: list[str], log, timeout: float, env: dict) -> tuple[int | None, bool]:
+        if self._cancelled.is_set():
+            return None, False
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True)
+        with self._lock:
+            self._procs.add(proc)
+        try:
+            proc.wait(timeout=max(timeout, 0.1))
+            return proc.returncode, False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            return None, True
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+
+    def _set(self, job: JobDir, state: str, observation: Observation | None = None) -> None:
+        with self._lock:
+            self._states[job.id] = state
+            if observation is not None:
+                self._observations[job.id] = observation
+
+    def _run_job(self, job: JobDir, install: Future, slots: queue.Queue) -> None:
+        try:
+            self._set(job, INSTALLING)
+            ok, log, timed_out = install.result()
+            if not ok:
+                self._set(job, DONE, Observation(facts={}, install_failed=True, install_log=log,
+                                                 timed_out_stage="install" if timed_out else None))
+                return
+            device = slots.get()
+            try:
+                self._set(job, RUNNING)
+                observation = self._probe(job, device)
+            finally:
+                slots.put(device)
+            self._set(job, DONE, observation)
+        except Exception as exc:  # our bug, never the stack's: recorded as INTERNAL by the caller
+            self._set(job, DONE, Observation(facts={}, internal=repr(exc)))
+
+    def _probe(self, job: JobDir, device: str) -> Observation:
+        env = {} if device.startswith("cpu") else {"CUDA_VISIBLE_DEVICES": device}
+        result_path = job.path / "result.json"
+        began, began_wall = time.monotonic(), time.time()
+        with (job.path / "stdout.log").open("w") as out, (job.path / "stderr.log").open("w") as err:
+            proc = subprocess.Popen(["/bin/sh", str(job.path / "run.sh")], stdout=out, stderr=err,
+                                    env={**os.environ, **env}, start_new_session=True)
+            with self._lock:
+                self._procs.add(proc)
+            timed_out_stage, facts, seen_mtime = None, {}, 0.0
+            try:
+                while proc.poll() is None:
+                    time.sleep(POLL_S)
+                    try:
+                        mtime = result_path.stat().st_mtime
+                        if mtime != seen_mtime:
+                            facts, seen_mtime = json.loads(result_path.read_text()), mtime
+                    except (OSError, ValueError):
+                        pass
+                    stage = facts.get("current_stage", "import")
+                    stage = "import" if stage == "system" else stage
+                    stage_began = facts.get("stage_started_at", began_wall)
+                    if time.time() - stage_began > self.timeouts.for_stage(stage) or time.monotonic() - began > self.timeouts.cell:
+                        timed_out_stage = stage
+                        _kill_group(proc)
+                        proc.wait()
+                        break
+                    if self._cancelled.is_set():
+                        _kill_group(proc)
+                        proc.wait()
+                        break
+            finally:
+                with self._lock:
+                    self._procs.discard(proc)
+        try:
+            facts = json.loads(result_path.read_text())
+        except (OSError, ValueError):
+            pass
+        code = proc.returncode
+        return Observation(
+            facts=facts, returncode=code, signal=-code if code is not None and code < 0 else None,
+            timed_out_stage=timed_out_stage, stderr=_tail(job.path / "stderr.log"),
+            duration_s=round(time.monotonic() - began, 3),
+        )

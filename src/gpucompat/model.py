@@ -1,0 +1,169 @@
+"""The types that flow through the pipeline (see DESIGN.md), and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "cuda-runtime")
+ENV_PROVIDERS = ("uv", "current")
+
+# The ladder a cell climbs; the first rung it cannot reach is its verdict.
+STAGES = ("resolve", "schedule", "install", "import", "device", "compute", "bench")
+
+PASS = "PASS"
+# Stable failure codes: reports, diffs and scripts depend on these strings.
+FAILURE_CODES = (
+    "ENV_UNRESOLVABLE",
+    "NO_MATCH",
+    "ENV_INSTALL_FAILED",
+    "IMPORT_FAILED",
+    "NO_DEVICE",
+    "DRIVER_TOO_OLD",
+    "ARCH_UNSUPPORTED",
+    "PTX_TOOLCHAIN_TOO_NEW",
+    "COMPUTE_ERROR",
+    "COMPUTE_WRONG",
+    "TIMEOUT",
+    "CRASHED",
+    "INTERNAL",
+)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. Stage timeouts bound one rung; `cell` bounds the whole job."""
+
+    install: float = 1200.0
+    import_: float = 300.0
+    device: float = 120.0
+    compute: float = 300.0
+    cell: float = 1800.0
+    pending: float = 3600.0
+
+    def for_stage(self, stage: str) -> float:
+        return getattr(self, "import_" if stage == "import" else stage, self.cell)
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """One [[stacks]] table of a plan, before the version space is expanded."""
+
+    framework: str
+    versions: str | tuple[str, ...]  # exact list, a PEP 440 range, or "latest:N"
+    variants: tuple[str, ...]
+    pythons: tuple[str, ...]
+    env: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU class: identical devices that a job can be sent to."""
+
+    name: str  # device name as the driver reports it, or a declared class name
+    cc: str | None = None  # compute capability "9.0"
+    driver: str | None = None  # driver version "580.159.04"
+    cuda_driver: str | None = None  # newest CUDA the driver supports, "13.0"
+    memory_mib: int | None = None
+    count: int = 0
+    devices: tuple[str, ...] = ()  # CUDA_VISIBLE_DEVICES values that select it
+    declared: bool = False  # from the plan, not discovered
+
+    @property
+    def key(self) -> str:
+        parts = [self.name]
+        if self.cc:
+            parts.append(f"cc{self.cc}")
+        if self.driver:
+            parts.append(f"drv{self.driver}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    stacks: tuple[StackSpec, ...]
+    targets: str | tuple[Target, ...]  # "local", or declared GPU classes
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    executor: str = "local"
+    max_parallel_installs: int = 2
+    platform: str = "x86_64-manylinux_2_28"
+    wheelhouse: str | None = None
+    offline: bool = False
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One point of the version space: what gets installed and probed."""
+
+    framework: str
+    version: str  # exact version, CUDA minor series for cuda-runtime, or "installed"
+    variant: str
+    python: str  # "3.11", or an interpreter path for env "current"
+    env: str
+    requirements: tuple[str, ...] = ()
+    index_url: str | None = None  # an extra index with priority (PyTorch's variant indexes)
+
+    @property
+    def key(self) -> str:
+        if self.env == "current":
+            return f"{self.framework} (as installed in the current interpreter)"
+        return f"{self.framework}=={self.version} [{self.variant}] py{self.python} {self.env}"
+
+
+@dataclass(frozen=True)
+class ResolvedStack:
+    """The submit side's answer for a stack: pinned packages, or why there are none."""
+
+    stack: Stack
+    ok: bool
+    pins: tuple[str, ...] = ()
+    cuda_runtime: str | None = None
+    cudnn: str | None = None
+    error: str | None = None  # resolver output when not ok
+
+    @property
+    def env_key(self) -> str:
+        """Cells whose stacks pin the same packages share one environment."""
+        import hashlib
+
+        text = "\n".join((self.stack.env, self.stack.python, *self.pins))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Cell:
+    id: int
+    stack: Stack
+    target: Target
+    resolved: ResolvedStack
+
+
+@dataclass
+class Observation:
+    """What came back from a job: the probe's facts and how the process ended."""
+
+    facts: dict  # the probe's result.json ({} if it never wrote one)
+    returncode: int | None = None
+    signal: int | None = None
+    timed_out_stage: str | None = None  # set by the parent when it killed the job
+    install_log: str = ""  # tail of the environment build log
+    install_failed: bool = False
+    no_match: str | None = None  # the executor's reason no node could run it
+    stderr: str = ""  # tail of the probe's stderr
+    internal: str | None = None  # gpucompat's own error while running the job
+    duration_s: float = 0.0
+
+
+@dataclass
+class Outcome:
+    """The verdict for a cell: PASS or a failure code, the stage, and the evidence."""
+
+    code: str
+    stage: str
+    summary: str  # one human sentence
+    evidence: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.code == PASS

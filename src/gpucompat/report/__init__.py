@@ -1,0 +1,1 @@
+"""Reports: flat rows from the store, printed as Rich tables or exported."""

@@ -1,0 +1,64 @@
+"""Rich tables and progress for the terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..model import Cell, Outcome
+from ..sweep import Progress as PipelineProgress
+
+CODE_STYLE = {"PASS": "green", "NO_MATCH": "yellow", "ENV_UNRESOLVABLE": "magenta", "TIMEOUT": "yellow", "INTERNAL": "red bold"}
+
+
+def code_text(code: str) -> str:
+    return f"[{CODE_STYLE.get(code, 'red')}]{escape(code)}[/]"
+
+
+def results_tables(valid: list[dict], invalid: list[dict]) -> list[Table]:
+    keys = [("Framework", "framework"), ("Version", "version"), ("Variant", "variant"), ("Python", "python"),
+            ("GPU", "gpu"), ("CC", "cc"), ("CUDA runtime", "cuda_runtime")]
+    valid_table = Table(title=f"Valid combinations ({len(valid)})", title_justify="left")
+    invalid_table = Table(title=f"Invalid combinations ({len(invalid)})", title_justify="left")
+    for table in (valid_table, invalid_table):
+        for head, _ in keys:
+            table.add_column(head, no_wrap=True)
+    valid_table.add_column("Notes", overflow="fold", min_width=30)
+    invalid_table.add_column("Failure", no_wrap=True)
+    invalid_table.add_column("Stage")
+    invalid_table.add_column("Reason", overflow="fold", min_width=40)
+    for row in valid:
+        valid_table.add_row(*(escape(str(row[k])) for _, k in keys), escape("; ".join(row["warnings"])[:300]))
+    for row in invalid:
+        invalid_table.add_row(*(escape(str(row[k])) for _, k in keys), code_text(row["code"]), row["stage"], escape(row["reason"]))
+    return [valid_table, invalid_table]
+
+
+class RichProgress(PipelineProgress):
+    """Bars per phase, and a line per finished cell, on stderr (stdout stays for --json)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.bars = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                             console=console, transient=False)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.bars.stop()
+
+    def phase(self, name: str, total: int) -> None:
+        self.tasks[name] = self.bars.add_task(name, total=total)
+
+    def advance(self, name: str) -> None:
+        self.bars.advance(self.tasks[name])
+
+    def cell_done(self, cell: Cell, outcome: Outcome) -> None:
+        self.bars.console.print(
+            f"  {code_text(outcome.code)} {escape(cell.stack.key)} on {escape(cell.target.key)}: {escape(outcome.summary[:200])}"
+        )

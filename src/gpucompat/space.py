@@ -1,0 +1,155 @@
+"""The version space: which versions a plan means, and what to install for each.
+
+Versions come from the PyPI JSON API (https://pypi.org/pypi/NAME/json), cached on
+disk; `offline` uses only the cache. Exact version lists never touch the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .errors import UserError
+from .model import Stack, StackSpec
+
+PYPI_JSON = "https://pypi.org/pypi/{name}/json"
+PYTORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
+CACHE_TTL_S = 24 * 3600
+
+
+def cuda_runtime_package(series: str) -> str:
+    """The PyPI wheel that carries libcudart for a CUDA minor series like '12.4'."""
+    major = Version(series).major
+    if major == 11:
+        return "nvidia-cuda-runtime-cu11"
+    if major == 12:
+        return "nvidia-cuda-runtime-cu12"
+    if major >= 13:
+        return "nvidia-cuda-runtime"  # from CUDA 13 the wheel dropped the -cuXX suffix
+    raise UserError(f"cuda-runtime {series}: PyPI has libcudart wheels for CUDA 11 and newer only.")
+
+
+def requirements_for(framework: str, version: str, variant: str) -> tuple[tuple[str, ...], str | None]:
+    """(pip requirements, priority index URL or None) for one point of the space."""
+    if framework == "torch":
+        index = None if variant == "default" else PYTORCH_INDEX.format(variant=variant)
+        return (f"torch=={version}",), index
+    if framework == "tensorflow":
+        return ((f"tensorflow[and-cuda]=={version}",) if variant == "and-cuda" else (f"tensorflow=={version}",)), None
+    if framework == "jax":
+        return ((f"jax=={version}",) if variant == "cpu" else (f"jax[{variant}]=={version}",)), None
+    if framework == "cupy":
+        return (f"cupy-{variant}=={version}",), None
+    if framework == "cuda-runtime":
+        return (f"{cuda_runtime_package(version)}=={version}.*",), None
+    raise UserError(f"unknown framework {framework!r}.")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("GPUCOMPAT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpucompat"
+    )
+    return Path(root)
+
+
+def release_versions(name: str, offline: bool = False) -> list[Version]:
+    """Final, non-yanked releases of a PyPI project that have files, oldest first."""
+    path = cache_dir() / "pypi" / f"{name}.json"
+    fresh = path.exists() and time.time() - path.stat().st_mtime < CACHE_TTL_S
+    if not fresh and not offline:
+        try:
+            with urllib.request.urlopen(PYPI_JSON.format(name=name), timeout=30) as response:
+                data = json.load(response)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise UserError(f"PyPI has no project named {name!r}.") from None
+            raise UserError(f"PyPI answered {exc.code} for {name!r}; try again, or use --offline with a warm cache.") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            if not path.exists():
+                raise UserError(f"cannot reach PyPI for {name!r} ({exc}); give exact versions, or run once with network to fill the cache.") from None
+            print(f"warning: cannot reach PyPI for {name!r}; using the cached list", file=sys.stderr)
+        else:
+            releases = [
+                version for version, files in data.get("releases", {}).items()
+                if files and not all(f.get("yanked") for f in files)
+            ]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(releases))
+            tmp.replace(path)
+    if not path.exists():
+        raise UserError(f"offline, and no cached version list for {name!r}; run once with network or give exact versions.")
+    parsed = []
+    for text in json.loads(path.read_text()):
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if not version.is_prerelease and not version.is_devrelease and not version.is_postrelease:
+            parsed.append(version)
+    return sorted(parsed)
+
+
+def newest_per_minor(versions: list[Version]) -> list[Version]:
+    """The newest patch release of each major.minor series, oldest series first."""
+    best: dict[tuple[int, int], Version] = {}
+    for version in versions:
+        series = (version.major, version.minor)
+        if series not in best or version > best[series]:
+            best[series] = version
+    return [best[s] for s in sorted(best)]
+
+
+def pick_versions(spec: str | tuple[str, ...], available: list[Version]) -> list[Version]:
+    """'latest:N' -> newest N minor series; a range -> every minor series in it (newest patch of each)."""
+    if spec.startswith("latest:"):
+        return newest_per_minor(available)[-int(spec.split(":", 1)[1]):]
+    allowed = SpecifierSet(spec)
+    return newest_per_minor([v for v in available if v in allowed])
+
+
+def _cuda_series(offline: bool) -> list[Version]:
+    series: set[Version] = set()
+    for name in ("nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime"):
+        for version in release_versions(name, offline):
+            if version.major >= 11:
+                series.add(Version(f"{version.major}.{version.minor}"))
+    return sorted(series)
+
+
+def _query_name(spec: StackSpec) -> str:
+    if spec.framework == "cupy":
+        return f"cupy-{spec.variants[0]}"
+    return spec.framework
+
+
+def expand(spec: StackSpec, offline: bool = False) -> list[Stack]:
+    """Every Stack a [[stacks]] table means: versions x variants x Pythons."""
+    if spec.env == "current":
+        return [Stack(spec.framework, "installed", "installed", "current", "current")]
+    if isinstance(spec.versions, tuple):
+        versions = list(spec.versions)
+    else:
+        available = _cuda_series(offline) if spec.framework == "cuda-runtime" else release_versions(_query_name(spec), offline)
+        picked = pick_versions(spec.versions, available)
+        if not picked:
+            raise UserError(f"no {spec.framework} release matches {spec.versions!r}.")
+        if spec.framework == "cuda-runtime":
+            versions = [f"{v.major}.{v.minor}" for v in picked]
+        else:
+            versions = [str(v) for v in picked]
+    stacks = []
+    for version in versions:
+        for variant in spec.variants:
+            requirements, index = requirements_for(spec.framework, version, variant)
+            for python in spec.pythons:
+                stacks.append(Stack(spec.framework, version, variant, python, spec.env, requirements, index))
+    return stacks

@@ -1,0 +1,140 @@
+"""The pipeline, end to end: plan -> targets, stacks -> resolve -> cells -> executor -> verdicts.
+
+`start` does the submit side (no GPU needed) and stores every cell before any job
+runs; `run` executes whatever cells of a sweep have no verdict yet, so resuming an
+interrupted sweep is the same call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import analysis, space
+from .discover import local as local_discovery
+from .executors.base import DONE
+from .executors.local import LocalExecutor
+from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
+from .plan import parse_plan
+from .resolve import resolve_all
+from .store import Store
+
+
+class Progress:
+    """What the pipeline reports as it goes; the CLI draws it with Rich. No-ops here."""
+
+    def phase(self, name: str, total: int) -> None: ...
+
+    def advance(self, name: str) -> None: ...
+
+    def cell_done(self, cell: Cell, outcome: Outcome) -> None: ...
+
+
+@dataclass
+class RunOptions:
+    wheelhouse: str | None = None
+    offline: bool = False
+    workdir: str | None = None  # where job directories go; default beside the database
+
+    def as_dict(self) -> dict:
+        return {"wheelhouse": self.wheelhouse, "offline": self.offline, "workdir": self.workdir}
+
+
+def targets_for(spec: SweepSpec) -> list[Target]:
+    if spec.targets == "local":
+        return local_discovery.discover()
+    # Declared classes: on the local executor, bind each to this machine's GPUs of that class.
+    local = local_discovery.gpu_classes(local_discovery.local_gpus())
+    bound = []
+    for declared in spec.targets:
+        match = next((t for t in local if t.name == declared.name and (declared.cc in (None, t.cc))), None)
+        bound.append(Target(**{**declared.__dict__, "devices": match.devices if match else ()}))
+    return bound
+
+
+def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, options: RunOptions,
+          progress: Progress, kind: str = "sweep") -> int:
+    """The submit side: expand, resolve, and store every cell. Returns the sweep id."""
+    offline = options.offline or spec.offline
+    wheelhouse = options.wheelhouse or spec.wheelhouse
+    stacks, seen = [], set()
+    for stack_spec in spec.stacks:
+        for stack in space.expand(stack_spec, offline):
+            if stack.key not in seen:
+                seen.add(stack.key)
+                stacks.append(stack)
+    targets = targets_for(spec)
+    progress.phase("resolve", len(stacks))
+    resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
+    sweep_id = store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict())
+    store.add_cells(sweep_id, targets, resolved)
+    return sweep_id
+
+
+def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:
+    if options.workdir:
+        return Path(options.workdir).expanduser().resolve() / f"sweep-{sweep_id}"
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(data_home) / "gpucompat" / "runs" / f"sweep-{sweep_id}"
+
+
+def run(store: Store, sweep_id: int, progress: Progress) -> None:
+    """Give every cell of the sweep without a verdict one; interrupted runs leave the rest pending."""
+    row = store.sweep(sweep_id)
+    spec = parse_plan(row["plan_text"], row["plan_path"] or f"sweep {sweep_id}")
+    options = RunOptions(**row["options"])
+    pending = store.cells_of(sweep_id, pending_only=True)
+    progress.phase("cells", len(pending))
+
+    def record(cell: Cell, outcome: Outcome, observation: Observation | None) -> None:
+        store.record_result(cell.id, outcome, observation)
+        progress.cell_done(cell, outcome)
+        progress.advance("cells")
+
+    runnable = []
+    for cell in pending:
+        if cell.resolved.ok:
+            runnable.append(cell)
+        else:
+            record(cell, analysis.classify(cell.resolved, None), None)
+
+    executor = LocalExecutor(
+        spec.timeouts, spec.max_parallel_installs, options.wheelhouse or spec.wheelhouse, options.offline or spec.offline,
+    )
+    prechecked = executor.precheck(runnable)
+    jobs_cells = []
+    for cell in runnable:
+        if prechecked.get(cell.id):
+            observation = Observation(facts={}, no_match=prechecked[cell.id])
+            record(cell, analysis.classify(cell.resolved, observation), observation)
+        else:
+            jobs_cells.append(cell)
+
+    jobs = executor.prepare(jobs_cells, _workdir(store, sweep_id, options))
+    if jobs:
+        executor.submit(jobs)
+    waiting = {job.id: job for job in jobs}
+    try:
+        while waiting:
+            states = executor.poll()
+            for job_id in [j for j in waiting if states.get(j) == DONE]:
+                job = waiting.pop(job_id)
+                observation = executor.collect(job)
+                record(job.cell, classify_observation(job.cell.resolved, observation), observation)
+            if waiting:
+                time.sleep(0.05)
+    except BaseException:
+        executor.cancel(list(waiting.values()))
+        store.finish_sweep(sweep_id, "interrupted")
+        raise
+    store.finish_sweep(sweep_id, "done")
+
+
+def classify_observation(resolved: ResolvedStack, observation: Observation) -> Outcome:
+    """Classification never crashes a sweep: a bug here is recorded as INTERNAL."""
+    try:
+        return analysis.classify(resolved, observation)
+    except Exception as exc:  # noqa: BLE001
+        return Outcome("INTERNAL", observation.timed_out_stage or "compute", f"gpucompat could not classify this cell: {exc!r}", {"bug": repr(exc)})
