@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import UserError
 
@@ -36,7 +37,7 @@ def guarded(command):
         try:
             return command(*args, **kwargs)
         except UserError as exc:
-            err.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from None
         except KeyboardInterrupt:
             err.print("interrupted; finished cells are stored (`gpucompat sweep --resume ID` completes the sweep)")
@@ -46,7 +47,7 @@ def guarded(command):
         except Exception as exc:  # noqa: BLE001
             if os.environ.get("GPUCOMPAT_DEBUG"):
                 traceback.print_exc()
-            err.print(f"[red]internal error:[/] {exc!r} — this is a gpucompat bug; rerun with GPUCOMPAT_DEBUG=1 for details")
+            err.print(f"[red]internal error:[/] {escape(repr(exc))} — this is a gpucompat bug; rerun with GPUCOMPAT_DEBUG=1 for details", soft_wrap=True)
             raise typer.Exit(EXIT_INTERNAL) from None
     return wrapper
 

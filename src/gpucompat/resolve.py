@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import sysconfig
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
 from typing import Callable, Iterable
 
 from .model import ResolvedStack, Stack
@@ -17,14 +21,16 @@ from .model import ResolvedStack, Stack
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
 
 
+@lru_cache(maxsize=1)
 def uv_bin() -> str:
-    """The uv executable that ships with the `uv` package this tool depends on."""
+    """The uv executable that ships with the `uv` package this tool depends on, else uv on PATH."""
     try:
         from uv import find_uv_bin
 
         return find_uv_bin()
-    except (ImportError, FileNotFoundError):  # pragma: no cover - fall back to PATH
-        return "uv"
+    except (ImportError, FileNotFoundError, TypeError):  # TypeError: uv's finder on some Pythons
+        beside = Path(sysconfig.get_path("scripts")) / "uv"
+        return str(beside) if beside.exists() else (shutil.which("uv") or "uv")
 
 
 def uv_env() -> dict[str, str]:

@@ -211,12 +211,16 @@ class LocalExecutor:
             self._set(job, DONE, Observation(facts={}, internal=repr(exc)))
 
     def _probe(self, job: JobDir, device: str) -> Observation:
-        env = {} if device.startswith("cpu") else {"CUDA_VISIBLE_DEVICES": device}
+        env = {**os.environ}
+        if not device.startswith("cpu"):
+            env["CUDA_VISIBLE_DEVICES"] = device
+        if job.cell.stack.env != "current":
+            env.pop("PYTHONPATH", None)  # a built environment is tested as built, nothing shadowing it
         result_path = job.path / "result.json"
         began, began_wall = time.monotonic(), time.time()
         with (job.path / "stdout.log").open("w") as out, (job.path / "stderr.log").open("w") as err:
             proc = subprocess.Popen(["/bin/sh", str(job.path / "run.sh")], stdout=out, stderr=err,
-                                    env={**os.environ, **env}, start_new_session=True)
+                                    env=env, start_new_session=True)
             with self._lock:
                 self._procs.add(proc)
             timed_out_stage, facts, seen_mtime = None, {}, 0.0

@@ -1,0 +1,42 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """Database, caches and job directories of one test, under its tmp_path.
+
+    uv's own package cache stays shared (UV_CACHE_DIR untouched), as on a real machine.
+    """
+    monkeypatch.setenv("GPUCOMPAT_DB", f"sqlite:///{tmp_path / 'gpucompat.db'}")
+    monkeypatch.setenv("GPUCOMPAT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return tmp_path
+
+def run_cli(*args, env=None, timeout=600, check=None):
+    """The real console entry point in a subprocess, as a user runs it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpucompat", *args], capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=timeout,
+    )
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+def have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+

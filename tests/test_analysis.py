@@ -1,0 +1,140 @@
+"""Classification from probe facts first, signatures second (facts shaped as probe.py writes them)."""
+
+import pytest
+
+from gpucompat.analysis import classify
+from gpucompat.model import Observation, ResolvedStack, Stack
+
+STACK = Stack("torch", "2.4.1", "default", "3.11", "uv", ("torch==2.4.1",))
+RESOLVED = ResolvedStack(STACK, ok=True, pins=("torch==2.4.1",), cuda_runtime="12.1")
+WITH_DRIVER = {"libcuda": True, "driver_cuda_version": "12.4", "proc_driver_version": "NVRM version: 550.54.15"}
+
+
+def facts(*stages, system=WITH_DRIVER, finished=True, current="done"):
+    return {"system": system, "stages": dict(stages), "finished": finished, "current_stage": current}
+
+
+def ok(name, **stage_facts):
+    return name, {"ok": True, "facts": stage_facts}
+
+
+def failed(name, message=None, reason=None, error_type="RuntimeError", warnings=(), **stage_facts):
+    record = {"ok": False, "facts": stage_facts}
+    if message:
+        record["error"] = {"type": error_type, "message": message}
+    if reason:
+        record["reason"] = reason
+    if warnings:
+        record["warnings"] = list(warnings)
+    return name, record
+
+
+def verdict(probe_facts, **observation):
+    return classify(RESOLVED, Observation(facts=probe_facts, returncode=0, **observation))
+
+
+H100 = {"devices": [{"name": "NVIDIA H100 80GB HBM3", "cc": "9.0"}], "device_count": 1}
+
+
+def test_pass_records_what_ran():
+    outcome = verdict(facts(ok("import", cuda_runtime="12.1"), ok("device", arch_list=["sm_80", "sm_90"], **H100),
+                            ok("compute", op="matmul", rel_error=1e-7)))
+    assert (outcome.code, outcome.stage) == ("PASS", "compute")
+    assert "NVIDIA H100 80GB HBM3" in outcome.summary and not outcome.warnings
+
+
+def test_pass_under_minor_version_compatibility_and_ptx_jit_warns():
+    outcome = verdict(facts(ok("import", cuda_runtime="12.8"), ok("device", arch_list=["sm_80", "compute_80"], **H100),
+                            ok("compute", op="matmul", rel_error=1e-7)))
+    assert outcome.code == "PASS"
+    assert any("minor-version compatibility" in w for w in outcome.warnings)
+    assert any("PTX JIT" in w for w in outcome.warnings)
+
+
+def test_unresolvable_needs_no_observation():
+    outcome = classify(ResolvedStack(STACK, ok=False, error="  × No solution found\n  ╰─▶ Because torch==2.4.1 has no wheels with a matching Python ABI tag"), None)
+    assert (outcome.code, outcome.stage) == ("ENV_UNRESOLVABLE", "resolve")
+    assert outcome.summary.startswith("uv cannot resolve it: Because torch==2.4.1")
+
+
+@pytest.mark.parametrize("observation, code, stage", [
+    (dict(no_match="no node has GPU type a100"), "NO_MATCH", "schedule"),
+    (dict(install_failed=True, install_log="error: Failed to download torch"), "ENV_INSTALL_FAILED", "install"),
+    (dict(install_failed=True, timed_out_stage="install"), "TIMEOUT", "install"),
+    (dict(internal="KeyError('x')"), "INTERNAL", "schedule"),
+])
+def test_before_the_probe(observation, code, stage):
+    outcome = classify(RESOLVED, Observation(facts={}, **observation))
+    assert (outcome.code, outcome.stage) == (code, stage)
+
+
+def test_import_failure():
+    outcome = verdict(facts(failed("import", "libcudnn.so.9: cannot open shared object file", error_type="ImportError")))
+    assert (outcome.code, outcome.stage) == ("IMPORT_FAILED", "import")
+    assert "ImportError: libcudnn.so.9" in outcome.summary
+
+
+def test_no_driver_is_no_device_even_though_cudart_says_insufficient_driver():
+    outcome = verdict(facts(ok("import", cuda_runtime="12.4"),
+                            failed("device", "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime version"),
+                            system={"libcuda": False, "proc_driver_version": None}))
+    assert (outcome.code, outcome.stage) == ("NO_DEVICE", "device")
+    assert "no NVIDIA driver" in outcome.summary
+
+
+def test_cpu_only_build_is_no_device_with_that_reason():
+    outcome = verdict(facts(ok("import", cuda_runtime=None), failed("device", reason="CPU-only build", cuda_build=False)))
+    assert outcome.code == "NO_DEVICE" and "CPU-only build" in outcome.summary
+
+
+def test_runtime_major_newer_than_driver_is_driver_too_old():
+    outcome = verdict(facts(ok("import", cuda_runtime="13.0"),
+                            failed("device", "CUDA driver version is insufficient for CUDA runtime version", driver_cuda_version="12.4")))
+    assert (outcome.code, outcome.stage) == ("DRIVER_TOO_OLD", "device")
+    assert "13.0" in outcome.summary and "12.4" in outcome.summary
+
+
+def test_driver_too_old_from_the_signature_alone():
+    outcome = verdict(facts(ok("import"), failed("device", "The NVIDIA driver on your system is too old (found version 11040)")))
+    assert outcome.code == "DRIVER_TOO_OLD"
+    assert "upgrade the driver" in outcome.evidence["signature"]["fix"].lower()
+
+
+def test_driver_present_but_no_device_visible():
+    system = {**WITH_DRIVER, "env": {"CUDA_VISIBLE_DEVICES": ""}}
+    outcome = verdict(facts(ok("import"), failed("device", reason="torch sees no CUDA device", device_count=0), system=system))
+    assert outcome.code == "NO_DEVICE" and "CUDA_VISIBLE_DEVICES=''" in outcome.summary
+
+
+def test_no_kernel_image_is_arch_unsupported():
+    outcome = verdict(facts(ok("import"), ok("device", **H100),
+                            failed("compute", "CUDA error: no kernel image is available for execution on the device")))
+    assert (outcome.code, outcome.stage) == ("ARCH_UNSUPPORTED", "compute")
+    assert outcome.evidence["signature"]["source"]
+
+
+def test_ptx_from_a_newer_toolchain():
+    outcome = verdict(facts(ok("import"), ok("device", **H100),
+                            failed("compute", "CUDA error: the provided PTX was compiled with an unsupported toolchain.")))
+    assert outcome.code == "PTX_TOOLCHAIN_TOO_NEW"
+
+
+def test_wrong_numbers_and_other_compute_errors():
+    wrong = verdict(facts(ok("import"), ok("device", **H100), failed("compute", reason="differs", rel_error=0.5, tolerance=1e-3)))
+    assert wrong.code == "COMPUTE_WRONG" and "0.5" in wrong.summary
+    other = verdict(facts(ok("import"), ok("device", **H100), failed("compute", "CUBLAS_STATUS_EXECUTION_FAILED")))
+    assert other.code == "COMPUTE_ERROR"
+
+
+def test_timeout_names_the_stage_and_a_signal_is_a_crash():
+    timed = verdict(facts(ok("import"), finished=False, current="device"), timed_out_stage="device")
+    assert (timed.code, timed.stage) == ("TIMEOUT", "device")
+    crashed = classify(RESOLVED, Observation(facts=facts(ok("import"), finished=False, current="compute"), returncode=-11, signal=11))
+    assert (crashed.code, crashed.stage) == ("CRASHED", "compute") and "SIGSEGV" in crashed.summary
+    silent = classify(RESOLVED, Observation(facts={}, returncode=-9, signal=9))
+    assert silent.code == "CRASHED" and "SIGKILL" in silent.summary
+
+
+def test_a_probe_that_never_started_is_our_problem_not_the_stacks():
+    outcome = classify(RESOLVED, Observation(facts={}, returncode=127, stderr="exec: /envs/x/bin/python: not found"))
+    assert outcome.code == "INTERNAL" and "not found" in outcome.summary

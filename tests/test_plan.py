@@ -1,0 +1,111 @@
+import pytest
+
+from gpucompat.errors import UserError
+from gpucompat.model import Target
+from gpucompat.plan import check_plan_text, load_plan, parse_duration, parse_plan
+
+GOOD = """
+name = "t"
+python = ["3.11"]
+[timeouts]
+install = "10m"
+import = 90
+compute = "1.5h"
+[[stacks]]
+framework = "torch"
+versions = ["2.4.1", "2.5.1"]
+variants = ["default", "cu121"]
+[[stacks]]
+framework = "jax"
+versions = "latest:2"
+[[stacks]]
+framework = "cuda-runtime"
+versions = ">=12.0,<13"
+python = ["3.10", "3.12"]
+[[stacks]]
+framework = "cupy"
+env = "current"
+[[targets]]
+name = "NVIDIA A100-SXM4-40GB"
+cc = "8.0"
+driver = "535.104.05"
+"""
+
+
+def test_good_plan_is_parsed_with_every_value():
+    spec = parse_plan(GOOD)
+    assert spec.name == "t"
+    torch, jax, cuda, cupy = spec.stacks
+    assert torch.versions == ("2.4.1", "2.5.1") and torch.variants == ("default", "cu121") and torch.pythons == ("3.11",)
+    assert jax.versions == "latest:2" and jax.variants == ("cuda12",)
+    assert cuda.versions == ">=12.0,<13" and cuda.pythons == ("3.10", "3.12")
+    assert cupy.env == "current" and cupy.versions == "installed"
+    assert spec.targets == (Target(name="NVIDIA A100-SXM4-40GB", cc="8.0", driver="535.104.05", count=1, declared=True),)
+    assert spec.timeouts.install == 600 and spec.timeouts.import_ == 90 and spec.timeouts.compute == 5400
+    assert spec.timeouts.for_stage("import") == 90
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('nmae = "x"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "unknown key 'nmae'"),
+    ('[[stacks]]\nframework="torch"\nverions=["2.4.1"]', "[[stacks]] #1: unknown key 'verions'"),
+    ('[[stacks]]\nframework="pytorch"\nversions=["2.4.1"]', "unknown framework 'pytorch'"),
+    ('[[stacks]]\nframework="torch"\nversions=">=2.4,,<"', "is not a PEP 440 version range"),
+    ('[[stacks]]\nframework="torch"\nversions=["two"]', "'two' is not a version"),
+    ('[[stacks]]\nframework="torch"\nversions="latest:0"', "'latest:N' with N a whole number >= 1"),
+    ('[[stacks]]\nframework="torch"\nversions="latest:x"', "malformed"),
+    ('[[stacks]]\nframework="torch"\nversions=[]', "empty"),
+    ('[[stacks]]\nframework="torch"', "'versions' is missing"),
+    ('[[stacks]]\nframework="torch"\nversions=["2.4.1"]\nvariants=["cu12.1"]', "not a variant of torch"),
+    ('[[stacks]]\nframework="torch"\nversions=["2.4.1"]\npython=[3.11]', "not a Python version"),
+    ('[[stacks]]\nframework="torch"\nversions=["2.4.1"]\nenv="conda"', "unknown env 'conda'"),
+    ('[[stacks]]\nframework="torch"\nenv="current"\nversions=["2.4.1"]', "drop 'versions'"),
+    ('[timeouts]\ninstall="10 minutes"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "'10 minutes' is not a duration"),
+    ('[timeouts]\ncompute=-5\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "greater than zero"),
+    ('[timeouts]\nslow="5m"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "[timeouts]: unknown key 'slow'"),
+    ('name = "x"', "has no [[stacks]]"),
+    ('targets = "cluster"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "'targets' must be"),
+    ('[[targets]]\nname="A100"\ncc="eight"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a compute capability"),
+    ('executor = "pbs"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "unknown executor 'pbs'"),
+    ('[[stacks]\nframework="torch"', "is not valid TOML"),
+])
+def test_each_mistake_gets_one_clear_sentence(text, expected):
+    with pytest.raises(UserError) as raised:
+        parse_plan(text, "plan.toml")
+    message = str(raised.value)
+    assert expected in message
+    assert message.startswith("plan.toml")
+    assert "\n" not in message.strip() or "TOML" in message
+
+
+def test_missing_and_unreadable_plan_files(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        load_plan(tmp_path / "nope.toml")
+    with pytest.raises(UserError, match="cannot read plan file"):
+        load_plan(tmp_path)
+
+
+@pytest.mark.parametrize("value, seconds", [(90, 90), ("90", 90), ("90s", 90), ("10m", 600), ("2h", 7200), (1.5, 1.5)])
+def test_durations(value, seconds):
+    assert parse_duration(value, "x") == seconds
+
+
+def test_check_specs_become_a_plan():
+    spec = parse_plan(check_plan_text(["torch==2.7.0+cu128", "jax[cuda12]==0.4.30", "cupy-cuda12x==13.3.0", "cuda-runtime==12.4", "tensorflow==2.15.0"], "3.11", "uv"))
+    torch, jax, cupy, cuda, tf = spec.stacks
+    assert (torch.versions, torch.variants) == (("2.7.0",), ("cu128",))
+    assert (jax.versions, jax.variants) == (("0.4.30",), ("cuda12",))
+    assert (cupy.framework, cupy.variants) == ("cupy", ("cuda12x",))
+    assert cuda.versions == ("12.4",) and tf.variants == ("and-cuda",)
+    assert all(s.pythons == ("3.11",) for s in spec.stacks)
+    assert parse_plan(check_plan_text(["torch"], None, "current")).stacks[0].env == "current"
+
+
+@pytest.mark.parametrize("specs, env, expected", [
+    (["torch=2.4.1"], "uv", "is not a stack spec"),
+    (["tensorflw==2.15"], "uv", "unknown framework 'tensorflw'"),
+    (["torch==2.4.1"], "current", "installed version is tested"),
+    (["torch==2.4.1"], "pip", "unknown env 'pip'"),
+])
+def test_check_spec_errors(specs, env, expected):
+    with pytest.raises(UserError, match=expected):
+        check_plan_text(specs, None, env)

@@ -1,0 +1,164 @@
+"""End to end through the real CLI: real uv, real venvs, real probes, a real SQLite file."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, have_torch, run_cli, write
+
+pytestmark = pytest.mark.integration
+
+
+def results_json(*extra):
+    proc = run_cli("results", "--format", "json", *extra, check=0)
+    return json.loads(proc.stdout)
+
+
+def by_stack(data):
+    return {(r["framework"], r["version"], r["python"] if r["env"] == "uv" else "current"): r for r in data["valid"] + data["invalid"]}
+
+
+def test_quick_plan_end_to_end(isolated):
+    proc = run_cli("sweep", str(REPO / "examples" / "plans" / "quick.toml"), check=0)
+    assert "Invalid combinations" in proc.stdout
+    data = results_json()
+    assert data["counts"]["pending"] == 0 and data["sweep"]["status"] == "done"
+    cells = by_stack(data)
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for series in ("11.8", "12.4", "13.0"):
+        cell = cells[("cuda-runtime", series, py)]
+        # really installed and probed: the runtime library loaded, then no driver was found
+        assert (cell["code"], cell["stage"], cell["cuda_runtime"]) == ("NO_DEVICE", "device", series)
+        assert "no NVIDIA driver" in cell["reason"]
+    impossible = cells[("torch", "2.4.1", "3.13")]
+    assert (impossible["code"], impossible["stage"]) == ("ENV_UNRESOLVABLE", "resolve") and "cp313" in impossible["reason"]
+    current = next(r for k, r in cells.items() if k[0] == "torch" and k[2] == "current")
+    if have_torch():
+        assert current["code"] == "NO_DEVICE" and "CPU-only" in current["reason"]
+    else:
+        assert current["code"] == "IMPORT_FAILED"
+    csv_text = run_cli("results", "--format", "csv", check=0).stdout
+    assert csv_text.splitlines()[0].startswith("cell,framework,version") and csv_text.count("\n") == 6
+    md = run_cli("results", "--format", "md", check=0).stdout
+    assert "## Valid combinations" in md and "| torch | 2.4.1 |" in md
+    listed = json.loads(run_cli("results", "--list", "--json", check=0).stdout)
+    assert listed[-1]["cells"] == 5 and listed[-1]["done"] == 5
+
+
+def test_check_reuses_the_environment_and_exits_1_when_broken(isolated):
+    first = run_cli("check", "cuda-runtime==12.4", "--json", check=1)
+    data = json.loads(first.stdout)
+    assert [r["code"] for r in data["invalid"]] == ["NO_DEVICE"]
+    envs = list((isolated / "cache" / "envs").glob("*.install.log"))
+    assert len(envs) == 1
+    built = envs[0].stat().st_mtime_ns
+    second = run_cli("check", "cuda-runtime==12.4", "--json", check=1)
+    assert json.loads(second.stdout)["invalid"][0]["code"] == "NO_DEVICE"
+    assert envs[0].stat().st_mtime_ns == built, "the cached environment was rebuilt"
+
+
+def test_wheelhouse_installs_with_no_index(isolated):
+    wheelhouse = isolated / "wheelhouse"
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(wheelhouse),
+                    "nvidia-cuda-runtime-cu12==12.4.127"], check=True, capture_output=True)
+    ok = json.loads(run_cli("check", "cuda-runtime==12.4", "--wheelhouse", str(wheelhouse), "--json", check=1).stdout)
+    assert ok["invalid"][0]["code"] == "NO_DEVICE"  # installed from the wheelhouse, probed, no driver here
+    missing = json.loads(run_cli("check", "cuda-runtime==12.6", "--wheelhouse", str(wheelhouse), "--json", check=1).stdout)
+    assert missing["invalid"][0]["code"] == "ENV_UNRESOLVABLE"
+
+
+FAKES = {
+    # a framework whose import never returns
+    "torch/__init__.py": "import time\ntime.sleep(120)\n",
+    # one whose import kills the interpreter
+    "jax/__init__.py": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+    # one that imports, then hangs asking for the device count
+    "cupy/__init__.py": (
+        "__version__ = '0.0.fake'\n"
+        "class _Runtime:\n"
+        "    def runtimeGetVersion(self): return 12040\n"
+        "    def driverGetVersion(self): return 12040\n"
+        "    def getDeviceCount(self):\n"
+        "        import time; time.sleep(120)\n"
+        "class cuda:\n    runtime = _Runtime()\n"
+    ),
+}
+
+
+def test_timeouts_name_the_stage_and_crashes_name_the_signal(isolated):
+    fakes = isolated / "fakes"
+    for name, text in FAKES.items():
+        (fakes / name).parent.mkdir(parents=True, exist_ok=True)
+        (fakes / name).write_text(text)
+    plan = write(isolated / "plan.toml", """
+name = "misbehaving frameworks"
+[timeouts]
+import = "3s"
+device = "3s"
+cell = "60s"
+[[stacks]]
+framework = "torch"
+env = "current"
+[[stacks]]
+framework = "jax"
+env = "current"
+[[stacks]]
+framework = "cupy"
+env = "current"
+""")
+    began = time.monotonic()
+    run_cli("sweep", str(plan), env={"PYTHONPATH": str(fakes)}, check=0)
+    assert time.monotonic() - began < 60, "a hung stage was not killed on time"
+    cells = {r["framework"]: r for r in results_json()["invalid"]}
+    assert (cells["torch"]["code"], cells["torch"]["stage"]) == ("TIMEOUT", "import")
+    assert (cells["jax"]["code"], cells["jax"]["stage"]) == ("CRASHED", "import") and "SIGSEGV" in cells["jax"]["reason"]
+    assert (cells["cupy"]["code"], cells["cupy"]["stage"]) == ("TIMEOUT", "device")
+
+
+def _count_results(db):
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT count(*) FROM results").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_sweep_killed_with_sigkill_resumes_without_loss_or_duplicates(isolated):
+    series = ["11.7", "11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9", "13.0"]
+    plan = write(isolated / "plan.toml", f"""
+name = "killed"
+max_parallel_installs = 1
+[[stacks]]
+framework = "cuda-runtime"
+versions = {json.dumps(series)}
+""")
+    db = isolated / "gpucompat.db"
+    proc = subprocess.Popen([sys.executable, "-m", "gpucompat", "sweep", str(plan)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env=os.environ.copy())
+    deadline = time.monotonic() + 300
+    while _count_results(db) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(db) as conn:
+        before = dict(conn.execute("SELECT cell_id, finished_at FROM results").fetchall())
+        sweep_id, status = conn.execute("SELECT id, status FROM sweeps").fetchone()
+    assert 2 <= len(before) < len(series), f"the kill did not land part-way ({len(before)} of {len(series)} done)"
+    assert status == "running"  # killed: it never got to say otherwise
+
+    run_cli("sweep", "--resume", str(sweep_id), check=0)
+    with sqlite3.connect(db) as conn:
+        after = conn.execute("SELECT cell_id, finished_at, code FROM results").fetchall()
+        cells = conn.execute("SELECT count(*) FROM cells").fetchone()[0]
+        assert conn.execute("SELECT status FROM sweeps").fetchone()[0] == "done"
+    assert cells == len(series) and len(after) == len(series)
+    assert len({cell for cell, _, _ in after}) == len(after), "a cell has two verdicts"
+    assert {cell: t for cell, t, _ in after if cell in before} == before, "a stored verdict was redone"
+    assert {code for _, _, code in after} == {"NO_DEVICE"}
