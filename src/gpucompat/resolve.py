@@ -35,7 +35,8 @@ def uv_bin() -> str:
 
 def uv_env() -> dict[str, str]:
     # Never let uv try to download a Python: compute nodes and this submit side may be offline.
-    return {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    # A wide COLUMNS keeps uv from wrapping its messages: they are stored and shown as sentences.
+    return {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1", "COLUMNS": "10000"}
 
 
 def index_args(index_url: str | None, wheelhouse: str | None, offline: bool) -> list[str]:
