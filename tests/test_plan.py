@@ -109,3 +109,11 @@ def test_check_specs_become_a_plan():
 def test_check_spec_errors(specs, env, expected):
     with pytest.raises(UserError, match=expected):
         check_plan_text(specs, None, env)
+
+
+def test_a_relative_wheelhouse_is_relative_to_the_plan(tmp_path):
+    plan = tmp_path / "plans" / "p.toml"
+    plan.parent.mkdir()
+    plan.write_text('wheelhouse = "../wheels"\n[[stacks]]\nframework = "cuda-runtime"\nversions = ["12.4"]\n')
+    spec, text = load_plan(plan)
+    assert spec.wheelhouse == str(tmp_path / "wheels") and "wheelhouse" in text

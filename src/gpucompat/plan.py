@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -231,7 +232,10 @@ def load_plan(path: str | Path) -> tuple[SweepSpec, str]:
         raise UserError(f"plan file {str(path)!r} does not exist.") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read plan file {str(path)!r}: {exc.__class__.__name__}.") from None
-    return parse_plan(text, str(path)), text
+    spec = parse_plan(text, str(path))
+    if spec.wheelhouse and not Path(spec.wheelhouse).is_absolute():
+        spec = replace(spec, wheelhouse=str((path.parent / spec.wheelhouse).resolve()))
+    return spec, text
 
 
 def _toml_str(value: str) -> str:

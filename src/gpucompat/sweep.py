@@ -68,6 +68,8 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     targets = targets_for(spec)
     progress.phase("resolve", len(stacks))
     resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
+    # What resume needs is stored with the sweep: the plan text and the effective options.
+    options = RunOptions(wheelhouse=wheelhouse, offline=offline, workdir=options.workdir)
     sweep_id = store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict())
     store.add_cells(sweep_id, targets, resolved)
     return sweep_id
@@ -100,9 +102,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         else:
             record(cell, analysis.classify(cell.resolved, None), None)
 
-    executor = LocalExecutor(
-        spec.timeouts, spec.max_parallel_installs, options.wheelhouse or spec.wheelhouse, options.offline or spec.offline,
-    )
+    executor = LocalExecutor(spec.timeouts, spec.max_parallel_installs, options.wheelhouse, options.offline)
     prechecked = executor.precheck(runnable)
     jobs_cells = []
     for cell in runnable:
