@@ -185,5 +185,30 @@ def results(
     _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt)
 
 
+@app.command()
+@guarded
+def explain(
+    spec: str = typer.Argument(..., help="torch==2.4.1, torch==2.7.0+cu128, tensorflow==2.15.0, jax[cuda12]==0.4.30, cuda-runtime==12.4 ..."),
+    gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it, e.g. 'NVIDIA A100-SXM4-40GB'."),
+    cc: Optional[str] = typer.Option(None, help="Compute capability instead of a name, e.g. 8.0."),
+    driver: str = typer.Option(..., help="NVIDIA driver version, e.g. 535.104.05."),
+    python: Optional[str] = typer.Option(None, help="Python version X.Y (checked where the knowledge has wheel data)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Predict, offline and in seconds, whether a stack works on a GPU and driver, and why."""
+    from .knowledge.explain import explain as run_explain
+
+    result = run_explain(spec, gpu, cc, driver, python)
+    if json_out:
+        import json
+
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    from .report.terminal import explain_text
+
+    for line in explain_text(result):
+        out.print(line, soft_wrap=True)
+
+
 def main() -> None:
     app()

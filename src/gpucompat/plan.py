@@ -242,14 +242,45 @@ def _toml_str(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def check_plan_text(specs: list[str], python: str | None, env: str) -> str:
-    """`gpucompat check SPEC...` as a plan: one stack per SPEC, on this machine's GPUs.
+def parse_spec(text: str) -> tuple[str, str | None, str | None]:
+    """A stack spec, read as pip reads a requirement -> (framework, version or range, variant).
 
-    SPEC forms: torch==2.4.1, torch==2.7.0+cu128, jax[cuda12]==0.4.30, cupy-cuda12x==13.3.0,
-    tensorflow==2.15.0, cuda-runtime==12.4; with --env current, just the framework name.
+    torch==2.4.1 (PyPI's default build), torch==2.7.0+cu128, jax[cuda12]==0.4.30 (plain
+    `jax` is the CPU build, as pip installs it), cupy-cuda12x==13.3.0, tensorflow==2.15.0
+    (tensorflow[and-cuda]), cuda-runtime==12.4. The version is None when none is given.
     """
     from packaging.requirements import InvalidRequirement, Requirement
 
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        raise UserError(f"{text!r} is not a stack spec; write e.g. torch==2.4.1, jax[cuda12]==0.4.30 or cuda-runtime==12.4.") from None
+    name = requirement.name.lower().replace("_", "-")
+    variant = None
+    if name.startswith("cupy-cuda"):
+        name, variant = "cupy", name[len("cupy-"):]
+    if name not in FRAMEWORKS:
+        raise UserError(f"{text!r}: unknown framework {requirement.name!r}; expected one of: {', '.join(FRAMEWORKS)}.")
+    if requirement.extras:
+        variant = sorted(requirement.extras)[0]
+    elif name == "jax" and variant is None:
+        variant = "cpu"
+    specifiers = list(requirement.specifier)
+    if not specifiers:
+        return name, None, variant
+    if len(specifiers) == 1 and specifiers[0].operator == "==" and "*" not in specifiers[0].version:
+        version = specifiers[0].version
+        if "+" in version:  # torch==2.7.0+cu128: the local label names the variant
+            version, variant = version.split("+", 1)
+        return name, version, variant
+    return name, str(requirement.specifier), variant
+
+
+def check_plan_text(specs: list[str], python: str | None, env: str) -> str:
+    """`gpucompat check SPEC...` as a plan: one stack per SPEC, on this machine's GPUs.
+
+    With --env current each SPEC is just a framework name: what is installed is tested.
+    """
     if env not in ENV_PROVIDERS:
         raise UserError(f"unknown env {env!r}; expected one of: {', '.join(ENV_PROVIDERS)}.")
     if python is not None and not _PYTHON.match(python):
@@ -258,34 +289,18 @@ def check_plan_text(specs: list[str], python: str | None, env: str) -> str:
     if python and env == "uv":
         lines.append(f"python = [{_toml_str(python)}]")
     for text in specs:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            raise UserError(f"{text!r} is not a stack spec; write e.g. torch==2.4.1, jax[cuda12]==0.4.30 or cuda-runtime==12.4.") from None
-        name = requirement.name.lower().replace("_", "-")
-        variant = None
-        if name.startswith("cupy-cuda"):
-            name, variant = "cupy", name[len("cupy-"):]
-        if name not in FRAMEWORKS:
-            raise UserError(f"{text!r}: unknown framework {requirement.name!r}; expected one of: {', '.join(FRAMEWORKS)}.")
-        if requirement.extras:
-            variant = sorted(requirement.extras)[0]
-        specifiers = list(requirement.specifier)
+        name, version, variant = parse_spec(text)
         lines += ["", "[[stacks]]", f"framework = {_toml_str(name)}", f"env = {_toml_str(env)}"]
         if env == "current":
-            if specifiers or variant:
+            if version or (variant and variant != "cpu") or "[" in text:
                 raise UserError(f"{text!r}: with --env current the installed version is tested; give just the name ({name}).")
             continue
-        if not specifiers:
-            versions = '"latest:1"'
-        elif len(specifiers) == 1 and specifiers[0].operator == "==" and "*" not in specifiers[0].version:
-            version = specifiers[0].version
-            if "+" in version:  # torch==2.7.0+cu128: the local label names the variant
-                version, variant = version.split("+", 1)
-            versions = f"[{_toml_str(version)}]"
+        if version is None:
+            lines.append('versions = "latest:1"')
+        elif version[0].isdigit():
+            lines.append(f"versions = [{_toml_str(version)}]")
         else:
-            versions = _toml_str(str(requirement.specifier))
-        lines.append(f"versions = {versions}")
+            lines.append(f"versions = {_toml_str(version)}")
         if variant:
             lines.append(f"variants = [{_toml_str(variant)}]")
     return "\n".join(lines) + "\n"

@@ -62,3 +62,21 @@ class RichProgress(PipelineProgress):
         self.bars.console.print(
             f"  {code_text(outcome.code)} {escape(cell.stack.key)} on {escape(cell.target.key)}: {escape(outcome.summary[:200])}"
         )
+
+
+VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
+
+
+def explain_text(result: dict) -> list[str]:
+    """The prediction as a few lines: verdict first, then each rule with its source."""
+    t = result["target"]
+    gpu = f"{t['gpu']} (CC {t['cc']})" if t["gpu"] else f"compute capability {t['cc']}"
+    verdict = result["verdict"].upper() + (f" {result['code']} at {result['stage']}" if result["code"] else "")
+    lines = [f"{escape(result['spec'])} on {escape(gpu)}, driver {escape(t['driver'])} (CUDA {t['driver_cuda'] or '?'}): "
+             f"[{VERDICT_STYLE[result['verdict']]}]{verdict}[/]"]
+    for reason in result["reasons"]:
+        lines.append(f"  [{VERDICT_STYLE[reason['verdict']]}]{reason['verdict']:<9}[/] {escape(reason['rule'])}: {escape(reason['text'])}")
+        if reason["source"]:
+            lines.append(f"            [dim]source: {escape(reason['source'])}[/]")
+    lines += [f"  [yellow]warning[/]   {escape(w)}" for w in result["warnings"]]
+    return lines

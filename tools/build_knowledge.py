@@ -1,0 +1,151 @@
+"""Rebuild src/gpucompat/knowledge/data/*.csv from the sourced facts in ../shared/knowledge.
+
+Every output row keeps its source. One table is measured rather than copied: which
+CUDA build PyPI's default torch wheel is, read from the nvidia-cuda-runtime pin that
+`uv pip compile torch==V` gives (needs network; --skip-pypi keeps the old file).
+
+    python tools/build_knowledge.py [--shared ../shared/knowledge] [--skip-pypi]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import re
+import subprocess
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "knowledge" / "data"
+COMPAT_MIN = {  # minor-version compatibility floors (CUDA Compatibility guide, table 1)
+    "11": "450.80.02", "12": "525.60.13", "13": "580.65.06",
+}
+
+
+def read(shared: Path, name: str) -> list[dict]:
+    with (shared / name).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def write(name: str, fields: list[str], rows: list[dict]) -> None:
+    with (OUT / name).open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"{name}: {len(rows)} rows")
+
+
+def _driver_key(text: str) -> tuple:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def cuda_drivers(shared: Path) -> None:
+    best: dict[str, dict] = {}
+    for row in read(shared, "A_cuda_toolkit_driver_min.csv"):
+        found = re.search(r"(\d+(?:\.\d+)+)", row["linux_x86_64_toolkit_driver_min"])
+        if not found:
+            continue
+        cuda, driver = row["cuda_major_minor"], found.group(1)
+        if cuda not in best or _driver_key(driver) < _driver_key(best[cuda]["toolkit_driver_min"]):
+            best[cuda] = {
+                "cuda": cuda, "toolkit_driver_min": driver, "compat_driver_min": COMPAT_MIN.get(cuda.split(".")[0], ""),
+                "confidence": row["confidence"], "source": row["source"],
+            }
+    rows = sorted(best.values(), key=lambda r: tuple(int(p) for p in r["cuda"].split(".")))
+    write("cuda_drivers.csv", ["cuda", "toolkit_driver_min", "compat_driver_min", "confidence", "source"], rows)
+
+
+def cuda_archs(shared: Path) -> None:
+    rows = [{"cuda": r["cuda_version"], "sm": r["sm_list_nvcc_can_target"], "source": r["source"]}
+            for r in read(shared, "B_cuda_toolkit_sm_support.csv")]
+    write("cuda_archs.csv", ["cuda", "sm", "source"], rows)
+
+
+def gpus(shared: Path) -> None:
+    rows = []
+    for r in read(shared, "C_gpu_compute_capability.csv"):
+        for name in r["gpu_name"].split(" / "):
+            rows.append({"name": name.strip(), "cc": r["compute_capability"], "architecture": r["architecture"],
+                         "confidence": r["confidence"], "source": r["source"]})
+    write("gpus.csv", ["name", "cc", "architecture", "confidence", "source"], rows)
+
+
+def _arch_list(text: str) -> tuple[str, str]:
+    """'5.0;6.0;9.0+PTX' -> ('sm_50;sm_60;sm_90', 'compute_90')."""
+    text = text.split("(")[0].strip()
+    sass, ptx = [], []
+    for item in re.findall(r"(\d+\.\d)(\+PTX)?", text):
+        arch = item[0].replace(".", "")
+        sass.append(f"sm_{arch}")
+        if item[1]:
+            ptx.append(f"compute_{arch}")
+    return ";".join(sass), ";".join(ptx)
+
+
+def torch_builds(shared: Path) -> None:
+    rows = []
+    for r in read(shared, "D_pytorch_cuda_variants_arch.csv"):
+        release = re.match(r"\d+\.\d+", r["torch_release"]).group(0)
+        sass, ptx = _arch_list(r["linux_x86_64_torch_cuda_arch_list"])
+        if not sass:
+            continue
+        rows.append({"release": release, "variant": r["cuda_variant"], "cuda": r["cuda_version"], "sass": sass, "ptx": ptx,
+                     "confidence": r["confidence"], "source": f"{r['source']} ({r['arch_list_evidence_type']})"})
+    seen, unique = set(), []
+    for row in rows:  # patch releases share their minor series' build
+        if (row["release"], row["variant"]) not in seen:
+            seen.add((row["release"], row["variant"]))
+            unique.append(row)
+    write("torch_builds.csv", ["release", "variant", "cuda", "sass", "ptx", "confidence", "source"], unique)
+
+
+def torch_pypi_default() -> None:
+    today = datetime.date.today().isoformat()
+    rows = []
+    for version, python in [("1.13.1", "3.10"), ("2.0.1", "3.11"), ("2.1.2", "3.11"), ("2.2.2", "3.12"), ("2.3.1", "3.12"),
+                            ("2.4.1", "3.12"), ("2.5.1", "3.12"), ("2.6.0", "3.12"), ("2.7.1", "3.12"), ("2.8.0", "3.12"),
+                            ("2.9.1", "3.12"), ("2.10.0", "3.12"), ("2.11.0", "3.12"), ("2.12.0", "3.12"), ("2.13.0", "3.12"),
+                            ("2.14.0", "3.12")]:
+        proc = subprocess.run(
+            ["uv", "pip", "compile", "-", "--python-version", python, "--python-platform", "x86_64-manylinux_2_28",
+             "--no-header", "--no-annotate", "--no-build"],
+            input=f"torch=={version}\n", capture_output=True, text=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+        )
+        pin = re.search(r"^nvidia-cuda-runtime(?:-cu\d+)?==(\d+)\.(\d+)", proc.stdout, re.M)
+        if not pin:
+            print(f"torch {version}: no CUDA runtime pin ({proc.stderr.strip()[:200]})")
+            continue
+        cuda = f"{pin.group(1)}.{pin.group(2)}"
+        rows.append({"release": ".".join(version.split(".")[:2]), "variant": f"cu{pin.group(1)}{pin.group(2)}", "cuda": cuda,
+                     "source": f"uv pip compile torch=={version} --python-version {python} against PyPI, {today}: pins nvidia-cuda-runtime {cuda}"})
+    write("torch_pypi_default.csv", ["release", "variant", "cuda", "source"], rows)
+
+
+def tensorflow_builds(shared: Path) -> None:
+    rows = []
+    for r in read(shared, "E_tensorflow_tested_cuda_cudnn.csv"):
+        found = re.match(r"tensorflow(?:_gpu)?-(\d+\.\d+)", r["tf_package_version"])
+        if r["platform"] != "Linux" or not found:
+            continue
+        rows.append({"release": found.group(1), "cuda": r["cuda"], "cudnn": r["cudnn"], "pythons": r["python_versions"], "source": r["source"]})
+    write("tensorflow_builds.csv", ["release", "cuda", "cudnn", "pythons", "source"], rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shared", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "knowledge"))
+    parser.add_argument("--skip-pypi", action="store_true")
+    args = parser.parse_args()
+    shared = Path(args.shared)
+    cuda_drivers(shared)
+    cuda_archs(shared)
+    gpus(shared)
+    torch_builds(shared)
+    tensorflow_builds(shared)
+    if not args.skip_pypi:
+        torch_pypi_default()
+
+
+if __name__ == "__main__":
+    main()
