@@ -70,19 +70,20 @@ def _print_results(store, sweep_id: int, fmt: str) -> list[dict]:
         raise UserError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}.")
     sweep = store.sweep(sweep_id)
     rows = store.result_rows(sweep_id)
-    valid, invalid = split(rows)
+    surprises, valid, invalid = split(rows)
     pending = len(rows) - len(valid) - len(invalid)
     if fmt == "json":
-        sys.stdout.write(export.to_json(sweep, valid, invalid, pending) + "\n")
+        sys.stdout.write(export.to_json(sweep, surprises, valid, invalid, pending) + "\n")
     elif fmt == "csv":
-        sys.stdout.write(export.to_csv(valid, invalid))
+        sys.stdout.write(export.to_csv(surprises, valid, invalid))
     elif fmt == "md":
-        sys.stdout.write(export.to_markdown(sweep, valid, invalid) + "\n")
+        sys.stdout.write(export.to_markdown(sweep, surprises, valid, invalid) + "\n")
     else:
-        for table in results_tables(valid, invalid):
+        for table in results_tables(surprises, valid, invalid):
             out.print(table)
         note = f", {pending} pending (`gpucompat sweep --resume {sweep_id}`)" if pending else ""
-        out.print(f"sweep {sweep_id} ({sweep['name']}, {sweep['status']}): {len(valid)} valid, {len(invalid)} invalid{note}; database {store.url}")
+        out.print(f"sweep {sweep_id} ({sweep['name']}, {sweep['status']}): {len(surprises)} surprises, {len(valid)} valid, "
+                  f"{len(invalid)} invalid{note}; database {store.url}")
     return valid + invalid
 
 
@@ -94,6 +95,7 @@ def sweep(
     wheelhouse: Optional[Path] = typer.Option(None, help="Install from this directory of wheels only (no index)."),
     offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
     workdir: Optional[Path] = typer.Option(None, help="Where job directories go (default: beside the database)."),
+    skip_predicted_failures: bool = typer.Option(False, "--skip-predicted-failures", help="Run no job for cells the knowledge predicts to fail; they are stored as predicted, not observed."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
 ):
@@ -117,7 +119,7 @@ def sweep(
         spec, text = load_plan(plan)
         options = pipeline.RunOptions(
             wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline,
-            workdir=str(workdir.resolve()) if workdir else None,
+            workdir=str(workdir.resolve()) if workdir else None, skip_predicted_failures=skip_predicted_failures,
         )
         with RichProgress(err) as progress:
             sweep_id = pipeline.start(store, spec, text, str(plan), options, progress)

@@ -7,7 +7,6 @@ with a clear message, never silently rewritten.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict
@@ -19,7 +18,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from .errors import UserError
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: predictions table, results.observed
 
 metadata = sa.MetaData()
 
@@ -87,6 +86,18 @@ results = sa.Table(
     sa.Column("probe", sa.JSON),  # the raw result.json
     sa.Column("duration_s", sa.Float),
     sa.Column("finished_at", sa.Float, nullable=False),
+    # False: the verdict is the prediction, the cell was not run (--skip-predicted-failures)
+    sa.Column("observed", sa.Boolean, nullable=False, server_default=sa.true()),
+)
+predictions = sa.Table(
+    "predictions", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cells.id"), nullable=False, unique=True),
+    sa.Column("verdict", sa.String(16), nullable=False),  # pass, fail, uncertain
+    sa.Column("code", sa.String(32)),
+    sa.Column("stage", sa.String(16)),
+    sa.Column("warnings", sa.JSON, nullable=False),
+    sa.Column("reasons", sa.JSON, nullable=False),
 )
 
 
@@ -143,11 +154,13 @@ class Store:
                         raise UserError(
                             f"the database {self.url} has schema version {found}, newer than this gpucompat understands ({SCHEMA_VERSION}); upgrade gpucompat or use another --db."
                         )
+                    if found == 1:  # 1 -> 2: a column on results (the predictions table comes with create_all)
+                        conn.execute(sa.text("ALTER TABLE results ADD COLUMN observed BOOLEAN NOT NULL DEFAULT TRUE"))
                 elif inspector.get_table_names():
                     raise UserError(f"the database {self.url} holds tables that are not gpucompat's; use another --db.")
                 metadata.create_all(conn)
-                if not conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first():
-                    conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+                conn.execute(meta.delete().where(meta.c.key == "schema_version"))
+                conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
         except OperationalError as exc:
             raise UserError(f"cannot open the database {self.url}: {exc.orig}.") from None
 
@@ -181,7 +194,22 @@ class Store:
                 for target_id in target_ids:
                     conn.execute(cells.insert().values(sweep_id=sweep_id, stack_id=stack_id, target_id=target_id))
 
-    def record_result(self, cell_id: int, outcome: Outcome, observation: Observation | None) -> bool:
+    def add_predictions(self, predicted: dict[int, dict]) -> None:
+        """Cell id -> Prediction.to_dict(), in one transaction."""
+        with self.engine.begin() as conn:
+            for cell_id, p in predicted.items():
+                conn.execute(predictions.insert().values(
+                    cell_id=cell_id, verdict=p["verdict"], code=p["code"], stage=p["stage"],
+                    warnings=p["warnings"], reasons=p["reasons"],
+                ))
+
+    def predictions_of(self, sweep_id: int) -> dict[int, dict]:
+        query = (sa.select(predictions).select_from(predictions.join(cells, cells.c.id == predictions.c.cell_id))
+                 .where(cells.c.sweep_id == sweep_id))
+        with self.engine.connect() as conn:
+            return {row["cell_id"]: dict(row) for row in conn.execute(query).mappings()}
+
+    def record_result(self, cell_id: int, outcome: Outcome, observation: Observation | None, observed: bool = True) -> bool:
         """Store one verdict in its own transaction; False if the cell already had one."""
         try:
             with self.engine.begin() as conn:
@@ -190,6 +218,7 @@ class Store:
                     warnings=list(outcome.warnings), evidence=outcome.evidence,
                     probe=observation.facts if observation else None,
                     duration_s=observation.duration_s if observation else None, finished_at=time.time(),
+                    observed=observed,
                 ))
             return True
         except IntegrityError:
@@ -259,16 +288,16 @@ class Store:
                 cells.c.id.label("cell_id"), stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
                 stacks.c.env, stacks.c.cuda_runtime, stacks.c.cudnn, targets.c.name.label("gpu"), targets.c.cc,
                 targets.c.driver, results.c.code, results.c.stage, results.c.summary, results.c.warnings,
-                results.c.evidence, results.c.duration_s, results.c.probe,
+                results.c.evidence, results.c.duration_s, results.c.probe, results.c.observed,
+                predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
+                predictions.c.reasons.label("predicted_reasons"),
             )
             .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
-                         .outerjoin(results, results.c.cell_id == cells.c.id))
+                         .outerjoin(results, results.c.cell_id == cells.c.id)
+                         .outerjoin(predictions, predictions.c.cell_id == cells.c.id))
             .where(cells.c.sweep_id == sweep_id)
             .order_by(cells.c.id)
         )
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
-
-def dumps(value) -> str:
-    return json.dumps(value, indent=1, default=str)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import analysis, space
 from .discover import local as local_discovery
+from .envs import current as current_env
 from .executors.base import DONE
 from .executors.local import LocalExecutor
+from .knowledge import rules
+from .knowledge.rules import Prediction, Reason
 from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import parse_plan
 from .resolve import resolve_all
@@ -37,9 +40,10 @@ class RunOptions:
     wheelhouse: str | None = None
     offline: bool = False
     workdir: str | None = None  # where job directories go; default beside the database
+    skip_predicted_failures: bool = False  # spend no GPU time on cells the knowledge says fail
 
     def as_dict(self) -> dict:
-        return {"wheelhouse": self.wheelhouse, "offline": self.offline, "workdir": self.workdir}
+        return asdict(self)
 
 
 def targets_for(spec: SweepSpec) -> list[Target]:
@@ -69,10 +73,29 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     progress.phase("resolve", len(stacks))
     resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
     # What resume needs is stored with the sweep: the plan text and the effective options.
-    options = RunOptions(wheelhouse=wheelhouse, offline=offline, workdir=options.workdir)
+    options = RunOptions(wheelhouse, offline, options.workdir, options.skip_predicted_failures)
     sweep_id = store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict())
     store.add_cells(sweep_id, targets, resolved)
+    store.add_predictions({cell.id: prediction_for(cell).to_dict() for cell in store.cells_of(sweep_id)})
     return sweep_id
+
+
+def prediction_for(cell: Cell) -> Prediction:
+    """What the knowledge expects of a cell, before any job runs."""
+    stack, resolved = cell.stack, cell.resolved
+    if not resolved.ok:
+        reason = Reason("resolution", "fail", analysis.classify(resolved, None).summary, "uv pip compile on the submit side",
+                        "ENV_UNRESOLVABLE", "resolve")
+        return rules.combine([reason], {})
+    version, variant = stack.version, stack.variant
+    if stack.env == "current":
+        found = current_env.installed(stack.framework)
+        if found is None:
+            return rules.combine([Reason("installed", "fail", f"{stack.framework} is not installed in {stack.python}", "importlib.metadata",
+                                         "IMPORT_FAILED", "import")], {})
+        version, variant = found
+    python = stack.python if stack.python[:1].isdigit() else None
+    return rules.predict(stack.framework, version, variant, cell.target.cc, cell.target.driver, python, resolved.cuda_runtime)
 
 
 def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:
@@ -95,12 +118,21 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         progress.cell_done(cell, outcome)
         progress.advance("cells")
 
+    predicted = store.predictions_of(sweep_id)
     runnable = []
     for cell in pending:
-        if cell.resolved.ok:
-            runnable.append(cell)
-        else:
+        prediction = predicted.get(cell.id)
+        if not cell.resolved.ok:
             record(cell, analysis.classify(cell.resolved, None), None)
+        elif options.skip_predicted_failures and prediction and prediction["verdict"] == "fail":
+            failing = next((r for r in prediction["reasons"] if r["verdict"] == "fail"), {"text": "", "source": ""})
+            outcome = Outcome(prediction["code"], prediction["stage"], f"predicted, not run: {failing['text']}",
+                              {"prediction": {"reasons": prediction["reasons"]}})
+            store.record_result(cell.id, outcome, None, observed=False)
+            progress.cell_done(cell, outcome)
+            progress.advance("cells")
+        else:
+            runnable.append(cell)
 
     executor = LocalExecutor(spec.timeouts, spec.max_parallel_installs, options.wheelhouse, options.offline)
     prechecked = executor.precheck(runnable)

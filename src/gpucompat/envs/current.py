@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from ..model import ResolvedStack
@@ -14,3 +16,23 @@ def install_commands(resolved: ResolvedStack, env_dir: Path, wheelhouse: str | N
 
 def interpreter(resolved: ResolvedStack, env_dir: Path) -> str:
     return sys.executable
+
+
+def installed(framework: str) -> tuple[str, str] | None:
+    """(version, variant) of a framework in this interpreter, read from package metadata
+    without importing it; None if it is not installed."""
+    names = {d.metadata["Name"].lower().replace("_", "-"): d.version for d in metadata.distributions() if d.metadata["Name"]}
+    if framework == "torch" and "torch" in names:
+        return names["torch"], "default"
+    if framework == "tensorflow" and "tensorflow" in names:
+        return names["tensorflow"], "and-cuda"
+    if framework == "jax" and "jax" in names:
+        plugin = next((n for n in names if re.fullmatch(r"jax-cuda\d+-plugin", n)), None)
+        return names["jax"], plugin.split("-")[1] if plugin else "cpu"
+    if framework == "cupy":
+        found = next((n for n in names if re.fullmatch(r"cupy-cuda\d+x", n)), None)
+        return (names[found], found[len("cupy-"):]) if found else None
+    if framework == "cuda-runtime":
+        found = next((n for n in names if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", n)), None)
+        return (names[found], "default") if found else None
+    return None

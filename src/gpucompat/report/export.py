@@ -7,24 +7,26 @@ import io
 import json
 
 COLUMNS = ["cell", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver",
-           "cuda_runtime", "cudnn", "code", "stage", "reason", "warnings"]
+           "cuda_runtime", "cudnn", "code", "stage", "reason", "warnings", "observed", "predicted", "predicted_code", "surprise"]
 
 
-def to_json(sweep: dict, valid: list[dict], invalid: list[dict], pending: int) -> str:
+def to_json(sweep: dict, surprises: list[dict], valid: list[dict], invalid: list[dict], pending: int) -> str:
     return json.dumps({
         "sweep": {k: sweep[k] for k in ("id", "name", "kind", "status", "created_at", "finished_at")},
-        "counts": {"valid": len(valid), "invalid": len(invalid), "pending": pending},
+        "counts": {"surprises": len(surprises), "valid": len(valid), "invalid": len(invalid), "pending": pending},
+        "surprises": surprises,
         "valid": valid,
         "invalid": invalid,
     }, indent=2, default=str)
 
 
-def to_csv(valid: list[dict], invalid: list[dict]) -> str:
+def to_csv(surprises: list[dict], valid: list[dict], invalid: list[dict]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
+    surprising = {r["cell"] for r in surprises}
     for row in sorted(valid + invalid, key=lambda r: r["cell"]):
-        writer.writerow({**row, "warnings": " | ".join(row["warnings"])})
+        writer.writerow({**row, "warnings": " | ".join(row["warnings"]), "surprise": row["cell"] in surprising})
     return out.getvalue()
 
 
@@ -32,14 +34,20 @@ def _md_cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(sweep: dict, valid: list[dict], invalid: list[dict]) -> str:
+def to_markdown(sweep: dict, surprises: list[dict], valid: list[dict], invalid: list[dict]) -> str:
     lines = [f"# gpucompat sweep {sweep['id']}: {_md_cell(sweep['name'])}", ""]
     head = ["Framework", "Version", "Variant", "Python", "GPU", "CC", "CUDA runtime"]
     keys = ["framework", "version", "variant", "python", "gpu", "cc", "cuda_runtime"]
-    for title, rows, extra in (("Valid combinations", valid, []), ("Invalid combinations", invalid, ["Failure", "Stage", "Reason"])):
+    sections = [("Surprises (observed differs from predicted)", surprises, ["Observed", "Predicted", "Reason"],
+                 lambda r: [r["code"], r["predicted_code"] or r["predicted"], r["reason"]]),
+                ("Valid combinations", valid, [], lambda r: []),
+                ("Invalid combinations", invalid, ["Failure", "Stage", "Reason"],
+                 lambda r: [r["code"] + ("" if r["observed"] else " (predicted)"), r["stage"], r["reason"]])]
+    for title, rows, extra, more in sections:
+        if not rows and extra and title.startswith("Surprises"):
+            continue
         lines += [f"## {title}", "", "| " + " | ".join(head + extra) + " |", "|" + "---|" * (len(head) + len(extra))]
         for row in rows:
-            cells = [row[k] for k in keys] + ([row["code"], row["stage"], row["reason"]] if extra else [])
-            lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+            lines.append("| " + " | ".join(_md_cell(c) for c in [row[k] for k in keys] + more(row)) + " |")
         lines.append("")
     return "\n".join(lines)

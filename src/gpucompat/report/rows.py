@@ -32,10 +32,25 @@ def display_row(row: dict) -> dict:
         "reason": row["summary"] or "",
         "warnings": list(row["warnings"] or []),
         "duration_s": row["duration_s"],
+        "observed": bool(row["observed"]) if row["code"] else None,
+        "predicted": row.get("predicted") or "",
+        "predicted_code": row.get("predicted_code") or "",
+        "predicted_reason": next((r["text"] for r in row.get("predicted_reasons") or [] if r["verdict"] == row.get("predicted")), ""),
     }
 
 
-def split(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(valid, invalid) display rows; cells still pending count as neither."""
+def is_surprise(row: dict) -> bool:
+    """An observed verdict that contradicts a firm prediction: a knowledge gap or a broken cluster."""
+    if not row["observed"] or row["predicted"] not in ("pass", "fail"):
+        return False
+    if row["predicted"] == "pass":
+        return row["code"] != PASS
+    return row["code"] == PASS or row["code"] != row["predicted_code"]
+
+
+def split(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(surprises, valid, invalid) display rows; cells still pending count as none of them."""
     shown = [display_row(r) for r in rows]
-    return [r for r in shown if r["code"] == PASS], [r for r in shown if r["code"] not in (PASS, "PENDING")]
+    valid = [r for r in shown if r["code"] == PASS]
+    invalid = [r for r in shown if r["code"] not in (PASS, "PENDING")]
+    return [r for r in shown if is_surprise(r)], valid, invalid

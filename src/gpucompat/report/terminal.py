@@ -17,7 +17,7 @@ def code_text(code: str) -> str:
     return f"[{CODE_STYLE.get(code, 'red')}]{escape(code)}[/]"
 
 
-def results_tables(valid: list[dict], invalid: list[dict]) -> list[Table]:
+def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]) -> list[Table]:
     keys = [("Framework", "framework"), ("Version", "version"), ("Variant", "variant"), ("Python", "python"),
             ("GPU", "gpu"), ("CC", "cc"), ("CUDA runtime", "cuda_runtime")]
     valid_table = Table(title=f"Valid combinations ({len(valid)})", title_justify="left")
@@ -32,8 +32,21 @@ def results_tables(valid: list[dict], invalid: list[dict]) -> list[Table]:
     for row in valid:
         valid_table.add_row(*(escape(str(row[k])) for _, k in keys), escape("; ".join(row["warnings"])[:300]))
     for row in invalid:
-        invalid_table.add_row(*(escape(str(row[k])) for _, k in keys), code_text(row["code"]), row["stage"], escape(row["reason"]))
-    return [valid_table, invalid_table]
+        code = code_text(row["code"]) + ("" if row["observed"] else " [dim](predicted)[/]")
+        invalid_table.add_row(*(escape(str(row[k])) for _, k in keys), code, row["stage"], escape(row["reason"]))
+    tables = [valid_table, invalid_table]
+    if surprises:
+        surprise_table = Table(title=f"Surprises ({len(surprises)}): observed differs from predicted — a knowledge gap or a broken node",
+                               title_justify="left", title_style="bold red")
+        for head, _ in keys:
+            surprise_table.add_column(head, no_wrap=True)
+        surprise_table.add_column("Observed", no_wrap=True)
+        surprise_table.add_column("Predicted", overflow="fold", min_width=30)
+        for row in surprises:
+            predicted = f"{row['predicted']} {row['predicted_code']}".strip() + (f": {row['predicted_reason']}" if row["predicted_reason"] else "")
+            surprise_table.add_row(*(escape(str(row[k])) for _, k in keys), code_text(row["code"]), escape(predicted))
+        tables.insert(0, surprise_table)
+    return tables
 
 
 class RichProgress(PipelineProgress):

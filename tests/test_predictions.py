@@ -1,0 +1,78 @@
+"""Predictions stored beside observations, surprises first, and --skip-predicted-failures."""
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli, write
+from gpucompat.store import SCHEMA_VERSION, Store
+
+pytestmark = pytest.mark.integration
+
+PLAN = """
+name = "declared classes"
+[[targets]]
+name = "NVIDIA H100 80GB HBM3"
+cc = "9.0"
+driver = "535.104.05"
+[[stacks]]
+framework = "cuda-runtime"
+versions = ["12.2", "13.0"]
+"""
+
+
+def test_every_cell_gets_a_prediction_and_contradictions_come_first(isolated):
+    plan = write(isolated / "plan.toml", PLAN)
+    proc = run_cli("sweep", str(plan), check=0)
+    assert proc.stdout.index("Surprises (2)") < proc.stdout.index("Valid combinations")
+    data = json.loads(run_cli("results", "--json", check=0).stdout)
+    cells = {r["version"]: r for r in data["invalid"]}
+    # this machine has no H100: the local executor cannot run either cell (observed NO_MATCH) ...
+    assert {r["code"] for r in cells.values()} == {"NO_MATCH"} and all(r["observed"] for r in cells.values())
+    # ... while the knowledge expected 12.2 to work on driver 535 and 13.0 to need a newer driver
+    assert (cells["12.2"]["predicted"], cells["12.2"]["predicted_code"]) == ("pass", "")
+    assert (cells["13.0"]["predicted"], cells["13.0"]["predicted_code"]) == ("fail", "DRIVER_TOO_OLD")
+    assert data["counts"]["surprises"] == 2
+    assert "## Surprises" in run_cli("results", "--format", "md", check=0).stdout
+    csv_lines = run_cli("results", "--format", "csv", check=0).stdout.splitlines()
+    assert csv_lines[0].endswith("observed,predicted,predicted_code,surprise") and csv_lines[1].endswith("True")
+
+
+def test_skip_predicted_failures_runs_nothing_for_them_and_says_so(isolated):
+    plan = write(isolated / "plan.toml", PLAN)
+    run_cli("sweep", str(plan), "--skip-predicted-failures", check=0)
+    data = json.loads(run_cli("results", "--json", check=0).stdout)
+    cells = {r["version"]: r for r in data["invalid"]}
+    skipped = cells["13.0"]
+    assert (skipped["code"], skipped["observed"]) == ("DRIVER_TOO_OLD", False)
+    assert skipped["reason"].startswith("predicted, not run:") and "580.65.06" in skipped["reason"]
+    assert cells["12.2"]["observed"] and cells["12.2"]["code"] == "NO_MATCH"
+    assert data["counts"]["surprises"] == 1  # a prediction is never its own surprise
+    assert "(predicted)" in run_cli("results", check=0).stdout
+    assert not list((isolated / "data").rglob("cell-*/result.json")), "a job ran"
+
+
+def test_unresolvable_and_current_predictions(isolated):
+    plan = write(isolated / "plan.toml", '[[stacks]]\nframework = "torch"\nversions = ["2.4.1"]\npython = ["3.13"]\n'
+                                         '[[stacks]]\nframework = "cupy"\nenv = "current"\n')
+    run_cli("sweep", str(plan), check=0)
+    store = Store()
+    predicted = store.predictions_of(store.latest_sweep_id())
+    verdicts = sorted((p["verdict"], p["code"]) for p in predicted.values())
+    assert ("fail", "ENV_UNRESOLVABLE") in verdicts and ("fail", "IMPORT_FAILED") in verdicts  # no cupy in this interpreter
+
+
+def test_a_schema_1_database_is_migrated_and_keeps_its_results(tmp_path):
+    source = REPO / "docs" / "evidence" / "gpu-node-h200" / "gpu-node.db"
+    db = tmp_path / "old.db"
+    shutil.copyfile(source, db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+    store = Store(f"sqlite:///{db}")
+    rows = store.result_rows(1)
+    assert len(rows) == 10 and sum(r["code"] == "PASS" for r in rows) == 9 and all(r["observed"] for r in rows)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
