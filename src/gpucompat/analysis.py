@@ -100,7 +100,7 @@ def _pass_warnings(facts: dict) -> list[str]:
             f"ran under CUDA minor-version compatibility: runtime {runtime} on a driver that supports CUDA {driver}; PTX newer than the driver cannot be JIT-compiled"
         )
     device = facts.get("stages", {}).get("device", {}).get("facts", {})
-    archs = device.get("arch_list") or []
+    archs = facts.get("stages", {}).get("import", {}).get("facts", {}).get("arch_list") or device.get("arch_list") or []
     for gpu in device.get("devices", [])[:1]:
         cc = (gpu.get("cc") or "").replace(".", "")
         if archs and cc and f"sm_{cc}" not in archs and not any(a.startswith(f"sm_{cc[:-1]}") for a in archs):

@@ -212,5 +212,23 @@ def explain(
         out.print(line, soft_wrap=True)
 
 
+@app.command()
+@guarded
+def doctor(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """This machine and interpreter: driver, GPUs, CUDA_VISIBLE_DEVICES, installed frameworks, and what works."""
+    from .doctor import doctor as run_doctor
+
+    result = run_doctor()
+    if json_out:
+        import json
+
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    from .report.terminal import doctor_tables
+
+    for item in doctor_tables(result):
+        out.print(item)
+
+
 def main() -> None:
     app()

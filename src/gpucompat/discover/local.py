@@ -7,6 +7,7 @@ CUDA_VISIBLE_DEVICES, where set, limits what is visible, as it does for CUDA.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ class Gpu:
     memory_mib: int | None
     driver: str | None
     cuda_driver: str | None
+    mig_mode: bool | None = None  # None: the GPU has no MIG
+    mig_devices: tuple[str, ...] = ()  # MIG-... UUIDs of its instances
 
 
 def _nvml_gpus() -> list[Gpu] | None:
@@ -42,10 +45,11 @@ def _nvml_gpus() -> list[Gpu] | None:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            mig_mode, mig_devices = _nvml_mig(pynvml, handle)
             gpus.append(Gpu(
                 index=index, uuid=pynvml.nvmlDeviceGetUUID(handle), name=pynvml.nvmlDeviceGetName(handle),
                 cc=f"{major}.{minor}", memory_mib=pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
-                driver=driver, cuda_driver=cuda_driver,
+                driver=driver, cuda_driver=cuda_driver, mig_mode=mig_mode, mig_devices=mig_devices,
             ))
         return gpus
     except pynvml.NVMLError:
@@ -55,6 +59,28 @@ def _nvml_gpus() -> list[Gpu] | None:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def _nvml_mig(pynvml, handle) -> tuple[bool | None, tuple[str, ...]]:
+    try:
+        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
+    except pynvml.NVMLError:  # not supported: no MIG on this GPU
+        return None, ()
+    if not current:
+        return False, ()
+    uuids = []
+    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            uuids.append(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
+        except pynvml.NVMLError:
+            continue
+    return True, tuple(uuids)
+
+
+def driver_from_proc(text: str) -> str | None:
+    """'NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...' -> '580.159.04'."""
+    found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", text)
+    return found.group(1) if found else None
 
 
 def parse_nvidia_smi(text: str) -> list[Gpu]:
@@ -85,29 +111,54 @@ def _smi_gpus() -> list[Gpu]:
     return parse_nvidia_smi(proc.stdout) if proc.returncode == 0 else []
 
 
-def visible(gpus: list[Gpu], cuda_visible_devices: str | None) -> list[Gpu]:
-    """Apply CUDA_VISIBLE_DEVICES: indices or GPU-UUID prefixes; an invalid entry ends the list, as in CUDA."""
-    if cuda_visible_devices is None:
-        return gpus
-    chosen = []
-    for entry in (e.strip() for e in cuda_visible_devices.split(",")):
+def read_visible_devices(gpus: list[Gpu], value: str | None) -> dict:
+    """What CUDA_VISIBLE_DEVICES makes visible, as CUDA reads it: indices, GPU-UUID prefixes or
+    MIG-UUIDs, comma-separated; the first entry that matches nothing ends the list."""
+    if value is None:
+        return {"value": None, "form": "unset", "gpus": list(gpus), "mig": [], "note": "unset: every GPU is visible"}
+    if not value.strip():
+        return {"value": value, "form": "empty", "gpus": [], "mig": [], "note": "set but empty: CUDA sees no GPU"}
+    chosen, mig, forms, note = [], [], set(), ""
+    for entry in (e.strip() for e in value.split(",")):
         if entry.isdigit():
+            forms.add("indices")
             match = [g for g in gpus if g.index == int(entry)]
         elif entry.startswith("GPU-"):
+            forms.add("uuids")
             match = [g for g in gpus if g.uuid.startswith(entry)]
+        elif entry.startswith("MIG-"):
+            forms.add("mig")
+            owners = [g for g in gpus if any(m.startswith(entry) for m in g.mig_devices)]
+            if owners:
+                mig.append(entry)
+                continue
+            match = []
         else:
             match = []
         if not match:
+            note = f"entry {entry!r} matches no device, so CUDA ignores it and every entry after it"
             break
         chosen.append(match[0])
-    return chosen
+    form = "+".join(sorted(forms)) or "invalid"
+    return {"value": value, "form": form, "gpus": chosen, "mig": mig,
+            "note": note or f"{len(chosen)} GPU(s){f' and {len(mig)} MIG instance(s)' if mig else ''} visible"}
+
+
+def visible(gpus: list[Gpu], cuda_visible_devices: str | None) -> list[Gpu]:
+    return read_visible_devices(gpus, cuda_visible_devices)["gpus"]
+
+
+def all_gpus() -> tuple[list[Gpu], str]:
+    """Every GPU the driver knows, and where that was read from."""
+    gpus = _nvml_gpus()
+    if gpus is not None:
+        return gpus, "NVML"
+    gpus = _smi_gpus()
+    return gpus, ("nvidia-smi" if gpus else "none")
 
 
 def local_gpus() -> list[Gpu]:
-    gpus = _nvml_gpus()
-    if gpus is None:
-        gpus = _smi_gpus()
-    return visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return visible(all_gpus()[0], os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def gpu_classes(gpus: list[Gpu]) -> list[Target]:

@@ -263,3 +263,26 @@ def predict(framework: str, release: str, variant: str, cc: str | None, driver: 
     else:
         reasons, resolved = [Reason("framework", UNCERTAIN, f"no rules for {framework!r}", "")], {}
     return combine(reasons, resolved)
+
+
+def suggest_fix(framework: str, release: str, cc: str, driver: str | None, prediction: Prediction) -> str | None:
+    """One line: what to install instead (or what to change) when a stack is predicted to fail."""
+    if prediction.verdict != FAIL:
+        return None
+    if framework == "torch":
+        rows = sorted(tables.table("torch_builds"), key=lambda r: (r["release"] != minor_series(release), [-int(p) for p in r["release"].split(".")]))
+        for row in rows:
+            if predict("torch", f"{row['release']}+{row['variant']}", row["variant"], cc, driver).verdict == PASS:
+                return f"pip install 'torch=={row['release']}.*' --index-url https://download.pytorch.org/whl/{row['variant']}"
+    if framework == "jax" and prediction.code in ("ARCH_UNSUPPORTED", "DRIVER_TOO_OLD"):
+        for variant in ("cuda13", "cuda12"):
+            if predict("jax", release, variant, cc, driver).verdict == PASS:
+                return f"pip install 'jax[{variant}]=={release}'"
+    if framework == "cupy":
+        for variant in ("cuda13x", "cuda12x", "cuda11x"):
+            if predict("cupy", release, variant, cc, driver).verdict == PASS:
+                return f"pip install cupy-{variant}"
+    if prediction.code == "DRIVER_TOO_OLD":
+        failing = next((r for r in prediction.reasons if r.code == "DRIVER_TOO_OLD"), None)
+        return f"upgrade the NVIDIA driver ({failing.text})" if failing else "upgrade the NVIDIA driver"
+    return None

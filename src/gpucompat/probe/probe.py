@@ -89,6 +89,7 @@ class Torch:
         import torch
 
         facts.update(version=torch.__version__, cuda_runtime=torch.version.cuda)
+        facts["arch_list"] = torch.cuda.get_arch_list() if torch.version.cuda else []
         try:
             facts["cudnn"] = torch.backends.cudnn.version()
         except Exception as exc:  # cudnn missing is a fact, not a failure of import
@@ -98,7 +99,6 @@ class Torch:
     def device(self, torch, facts):
         facts["cuda_build"] = torch.version.cuda is not None
         facts["available"] = torch.cuda.is_available()
-        facts["arch_list"] = torch.cuda.get_arch_list() if facts["cuda_build"] else []
         if not facts["available"]:
             if not facts["cuda_build"]:
                 raise StageFailed("this torch is a CPU-only build (torch.version.cuda is None)")

@@ -93,3 +93,30 @@ def explain_text(result: dict) -> list[str]:
             lines.append(f"            [dim]source: {escape(reason['source'])}[/]")
     lines += [f"  [yellow]warning[/]   {escape(w)}" for w in result["warnings"]]
     return lines
+
+
+def doctor_tables(result: dict) -> list:
+    """The doctor's report: a summary line, then GPUs, frameworks and verdicts with fixes."""
+    items: list = [f"[bold]{escape(result['summary'])}[/]"]
+    visible = result["cuda_visible_devices"]
+    items.append(f"CUDA_VISIBLE_DEVICES: {escape(repr(visible['value']))} ({visible['form']}): {escape(visible['note'])}")
+    if result["gpus"]:
+        gpus = Table("Index", "Name", "CC", "Memory MiB", "MIG", "UUID", title="GPUs", title_justify="left")
+        for g in result["gpus"]:
+            mig = "n/a" if g["mig_mode"] is None else ("on: " + ", ".join(g["mig_devices"]) if g["mig_mode"] else "off")
+            gpus.add_row(str(g["index"]), escape(g["name"]), g["cc"] or "?", str(g["memory_mib"] or "?"), escape(mig), g["uuid"])
+        items.append(gpus)
+    frameworks = Table("Framework", "Version", "CUDA runtime", "cuDNN", "Arch list", "Note", title=f"Frameworks in {escape(result['python']['executable'])}",
+                       title_justify="left")
+    for f in result["frameworks"]:
+        frameworks.add_row(f["framework"], escape(str(f["version"])), f["cuda_runtime"] or "", str(f["cudnn"] or ""),
+                           escape(" ".join(f["arch_list"] or [])), escape(f["import_error"] or f["note"] or ""))
+    items.append(frameworks if result["frameworks"] else "no ML framework is installed in this interpreter")
+    if result["verdicts"]:
+        verdicts = Table("Framework", "GPU", "Verdict", "Why", "Fix", title="On this machine's GPUs", title_justify="left")
+        for v in result["verdicts"]:
+            verdict = f"[{VERDICT_STYLE[v['verdict']]}]{v['verdict']}{(' ' + v['code']) if v['code'] else ''}[/]"
+            why = "; ".join([v["reason"], *v["warnings"]])
+            verdicts.add_row(v["framework"], escape(f"{v['gpu']} ({v['cc']})"), verdict, escape(why), escape(v["fix"] or ""))
+        items.append(verdicts)
+    return items

@@ -1,0 +1,61 @@
+"""Local discovery parsers (on output recorded from the H200 run) and `gpucompat doctor`."""
+
+import json
+
+from conftest import REPO, have_torch, run_cli
+from gpucompat.discover.local import Gpu, driver_from_proc, gpu_classes, parse_nvidia_smi, read_visible_devices
+from gpucompat.knowledge.rules import predict, suggest_fix
+
+H200_SMI = (REPO / "docs" / "evidence" / "gpu-node-h200" / "nvidia-smi.txt").read_text()
+
+
+def test_nvidia_smi_query_output_from_a_real_h200():
+    gpus = parse_nvidia_smi(H200_SMI)
+    assert gpus == [Gpu(0, "GPU-60943228-de65-6991-ad8b-d9c80f5f3816", "NVIDIA H200", "9.0", 143771, "580.159.04", None)]
+    (target,) = gpu_classes(gpus)
+    assert (target.name, target.cc, target.count, target.devices) == ("NVIDIA H200", "9.0", 1, ("GPU-60943228-de65-6991-ad8b-d9c80f5f3816",))
+
+
+def test_driver_from_proc():
+    text = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)\nGCC version:"
+    assert driver_from_proc(text) == "580.159.04"
+    assert driver_from_proc("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023") == "535.104.05"
+    assert driver_from_proc("garbage") is None
+
+
+GPUS = [Gpu(0, "GPU-aaaa", "NVIDIA A100-SXM4-40GB", "8.0", 40960, "535.104.05", "12.2", False),
+        Gpu(1, "GPU-bbbb", "NVIDIA A100-SXM4-40GB", "8.0", 40960, "535.104.05", "12.2", True, ("MIG-1111", "MIG-2222"))]
+
+
+def test_cuda_visible_devices_in_all_its_forms():
+    def read(value):
+        seen = read_visible_devices(GPUS, value)
+        return seen["form"], [g.index for g in seen["gpus"]], seen["mig"]
+
+    assert read(None) == ("unset", [0, 1], [])
+    assert read("") == ("empty", [], [])
+    assert read("1,0") == ("indices", [1, 0], [])
+    assert read("GPU-bb") == ("uuids", [1], [])  # a unique prefix is enough, as in CUDA
+    assert read("MIG-2222") == ("mig", [], ["MIG-2222"])
+    assert read("0,5,1") == ("indices", [0], [])  # an entry that matches nothing ends the list
+    assert read("-1")[1] == [] and "matches no device" in read_visible_devices(GPUS, "-1")["note"]
+
+
+def test_fixes_name_what_to_install_instead():
+    broken = predict("torch", "2.4.1", "default", "12.0", "570.86.10")
+    fix = suggest_fix("torch", "2.4.1", "12.0", "570.86.10", broken)
+    assert fix.startswith("pip install 'torch==2.") and "download.pytorch.org/whl/cu12" in fix
+    old_driver = predict("cuda-runtime", "13.0", "default", "9.0", "535.104.05")
+    assert suggest_fix("cuda-runtime", "13.0", "9.0", "535.104.05", old_driver).startswith("upgrade the NVIDIA driver")
+    assert suggest_fix("torch", "2.4.1", "8.0", "535.104.05", predict("torch", "2.4.1", "default", "8.0", "535.104.05")) is None
+
+
+def test_doctor_on_a_machine_without_a_driver():
+    data = json.loads(run_cli("doctor", "--json", env={"CUDA_VISIBLE_DEVICES": "0,GPU-x"}, check=0).stdout)
+    assert data["summary"].startswith("no NVIDIA driver on this machine")
+    assert data["cuda_visible_devices"]["form"] == "indices" and data["gpus"] == [] and data["verdicts"] == []
+    if have_torch():
+        torch = next(f for f in data["frameworks"] if f["framework"] == "torch")
+        assert torch["note"] == "a CPU-only build: it cannot use any GPU"
+    text = run_cli("doctor", check=0).stdout
+    assert "no NVIDIA driver" in text
