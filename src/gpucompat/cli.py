@@ -230,5 +230,30 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
         out.print(item)
 
 
+@app.command()
+@guarded
+def inspect(
+    target: str = typer.Argument(..., help="A .so/.o file, a directory, a wheel, or an installed distribution such as torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """The SASS architectures and PTX versions embedded in CUDA binaries (no cuobjdump needed)."""
+    from .knowledge.fatbin import inspect as run_inspect
+
+    result = run_inspect(target)
+    if json_out:
+        import json
+
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    if not result["files"]:
+        out.print(f"{escape(target)}: no CUDA fat binaries found")
+        return
+    out.print(f"{escape(target)}: SASS {' '.join(result['sass']) or 'none'}; PTX {' '.join(result['ptx']) or 'none'}"
+              + (f" (PTX ISA {', '.join(result['ptx_isa'])})" if result["ptx_isa"] else "")
+              + f"; {len(result['files'])} file(s) with kernels")
+    for f in result["files"][:50]:
+        out.print(f"  {escape(f['file'])}: {' '.join(f['sass'] + f['ptx'])}")
+
+
 def main() -> None:
     app()

@@ -17,7 +17,7 @@ from .discover import local as local_discovery
 from .envs import current as current_env
 from .executors.base import DONE
 from .executors.local import LocalExecutor
-from .knowledge import rules
+from .knowledge import fatbin, rules
 from .knowledge.rules import Prediction, Reason
 from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import parse_plan
@@ -95,7 +95,14 @@ def prediction_for(cell: Cell) -> Prediction:
                                          "IMPORT_FAILED", "import")], {})
         version, variant = found
     python = stack.python if stack.python[:1].isdigit() else None
-    return rules.predict(stack.framework, version, variant, cell.target.cc, cell.target.driver, python, resolved.cuda_runtime)
+    prediction = rules.predict(stack.framework, version, variant, cell.target.cc, cell.target.driver, python, resolved.cuda_runtime)
+    if stack.env == "current" and any(r.rule == "architecture" and r.verdict == "uncertain" for r in prediction.reasons):
+        # the tables do not know this build: read its kernels from the installed binaries
+        archs = fatbin.installed_archs(stack.framework)
+        if archs:
+            prediction = rules.predict(stack.framework, version, variant, cell.target.cc, cell.target.driver, python,
+                                       resolved.cuda_runtime, arch=archs)
+    return prediction
 
 
 def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:

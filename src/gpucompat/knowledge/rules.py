@@ -216,19 +216,22 @@ def _tensorflow(release: str, cc: str, driver: str | None, python: str | None, c
     return reasons, {"cuda_runtime": cuda, "cudnn": build["cudnn"]}
 
 
-def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
+def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: str | None, arch: tuple | None) -> tuple[list[Reason], dict]:
     if variant == "cpu":
         return [Reason("CPU build", FAIL, "jax without a CUDA extra runs on the CPU only", "https://docs.jax.dev/en/latest/installation.html", "NO_DEVICE", "device")], {}
     build = tables.jax_build(release, variant)
     if build is None:
-        return [Reason("JAX build", UNCERTAIN, f"jax {release} [{variant}] is not in the knowledge tables", "")], {}
-    sass, ptx = _split(build["sass"]), _split(build["ptx"])
+        reasons = [Reason("JAX build", UNCERTAIN, f"jax {release} [{variant}] is not in the knowledge tables", "")]
+        if arch is not None:
+            reasons = [arch_rule(cc, arch[0], arch[1], arch[2], cuda_runtime, driver)]
+        return reasons, {}
+    sass, ptx, source = (arch if arch is not None else (_split(build["sass"]), _split(build["ptx"]), build["source"]))
     reasons = minimum_rule(f"jax[{variant}]", cc, driver, build["min_cc"], build["min_driver"], build["source"])
     if cuda_runtime:
         reasons.append(driver_rule(cuda_runtime, driver))
     elif driver and not reasons:
         reasons.append(Reason(f"jax[{variant}] minimum driver", PASS, f"driver {driver} >= {build['min_driver']}", build["source"]))
-    reasons.append(arch_rule(cc, sass, ptx, build["source"], cuda_runtime, driver))
+    reasons.append(arch_rule(cc, sass, ptx, source, cuda_runtime, driver))
     return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx}
 
 
@@ -254,7 +257,7 @@ def predict(framework: str, release: str, variant: str, cc: str | None, driver: 
     elif framework == "tensorflow":
         reasons, resolved = _tensorflow(release, cc, driver, python, cuda_runtime)
     elif framework == "jax":
-        reasons, resolved = _jax(release, variant, cc, driver, cuda_runtime)
+        reasons, resolved = _jax(release, variant, cc, driver, cuda_runtime, arch)
     elif framework == "cupy":
         reasons, resolved = _cupy(variant, cc, driver, cuda_runtime)
     elif framework == "cuda-runtime":

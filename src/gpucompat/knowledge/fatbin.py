@@ -1,0 +1,162 @@
+"""`gpucompat inspect`: the SASS architectures and PTX versions inside CUDA binaries.
+
+Pure Python, no cuobjdump: read the ELF section headers, take the `.nv_fatbin` section,
+and walk its fat-binary containers (magic 0xBA55ED50, a 16-byte header, then entries
+of 64 to 112 bytes, each followed by its payload padded to 8 bytes). Only entry headers
+are read, so compressed payloads (zstd or the older scheme) cost nothing. Per entry:
+kind (1 PTX, 2 ELF/SASS), the SM number, the code version (for PTX, the PTX ISA
+version, which names the toolkit that made it) and flags (0x100000: arch-specific
+`sm_XYa`). Layout checked against cuobjdump --list-elf/--list-ptx on binaries built
+by nvcc 13 (tests/test_inspect.py).
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from ..errors import UserError
+
+FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
+KIND_PTX, KIND_ELF, KIND_ELF_ALT = 1, 2, 0x10
+ARCH_SPECIFIC = 0x100000
+_ENTRY = struct.Struct("<HHIIIIIII")  # kind, ?, header size, padded payload size, ?, payload size, ?, code version, sm
+
+
+@dataclass
+class Archs:
+    sass: set[str] = field(default_factory=set)
+    ptx: set[str] = field(default_factory=set)
+    ptx_isa: set[str] = field(default_factory=set)  # PTX ISA versions ("9.0" = CUDA 13.0)
+    entries: int = 0
+
+    def merge(self, other: "Archs") -> None:
+        self.sass |= other.sass
+        self.ptx |= other.ptx
+        self.ptx_isa |= other.ptx_isa
+        self.entries += other.entries
+
+
+def _arch_key(name: str) -> tuple:
+    digits = "".join(c for c in name if c.isdigit())
+    return (int(digits or 0), name)
+
+
+def fatbin_section(data) -> tuple[int, int] | None:
+    """(offset, size) of .nv_fatbin in a little-endian ELF64 image, or None."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if not shoff or shstrndx >= shnum:
+        return None
+    headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+    for name, _type, _flags, _addr, offset, size in headers:
+        end = data.find(b"\0", names_at + name)
+        if data[names_at + name:end] == b".nv_fatbin":
+            return offset, size
+    return None
+
+
+def scan(data, start: int = 0, end: int | None = None) -> Archs:
+    """Every fat-binary container between start and end."""
+    end = len(data) if end is None else end
+    found = Archs()
+    pos = data.find(FATBIN_MAGIC, start, end)
+    while 0 <= pos and pos + 16 <= end:
+        _magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, pos)
+        entry, container_end = pos + header_size, min(pos + header_size + fat_size, end)
+        while entry + _ENTRY.size <= container_end:
+            kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(data, entry)
+            if size < 64:
+                break
+            flags, = struct.unpack_from("<Q", data, entry + 0x28)
+            found.entries += 1
+            if kind == KIND_PTX:
+                found.ptx.add(f"compute_{sm}")
+                found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
+            elif kind in (KIND_ELF, KIND_ELF_ALT):
+                found.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
+            entry += size + padded
+        pos = data.find(FATBIN_MAGIC, max(container_end, pos + 4), end)
+    return found
+
+
+def inspect_bytes(data) -> Archs:
+    section = fatbin_section(data)
+    return scan(data, section[0], section[0] + section[1]) if section else Archs()
+
+
+def inspect_file(path: Path) -> Archs:
+    with path.open("rb") as handle:
+        try:
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return inspect_bytes(data)
+        except ValueError:  # an empty file cannot be mapped
+            return Archs()
+
+
+def _is_library(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith((".so", ".o", ".cubin", ".fatbin")) or ".so." in base
+
+
+def _result(target: str, per_file: dict[str, Archs]) -> dict:
+    total = Archs()
+    for archs in per_file.values():
+        total.merge(archs)
+    return {
+        "target": target,
+        "sass": sorted(total.sass, key=_arch_key),
+        "ptx": sorted(total.ptx, key=_arch_key),
+        "ptx_isa": sorted(total.ptx_isa, key=lambda v: tuple(int(p) for p in v.split("."))),
+        "files": [
+            {"file": name, "sass": sorted(a.sass, key=_arch_key), "ptx": sorted(a.ptx, key=_arch_key), "entries": a.entries}
+            for name, a in sorted(per_file.items()) if a.entries
+        ],
+    }
+
+
+def inspect(target: str) -> dict:
+    """A .so/.o file, a directory (searched recursively), a wheel, or an installed distribution."""
+    path = Path(target)
+    if path.is_file() and path.suffix == ".whl":
+        try:
+            with zipfile.ZipFile(path) as wheel:
+                return _result(target, {n: inspect_bytes(wheel.read(n)) for n in wheel.namelist() if _is_library(n)})
+        except zipfile.BadZipFile:
+            raise UserError(f"{target!r} is not a readable wheel (zip) file.") from None
+    if path.is_file():
+        return _result(target, {str(path): inspect_file(path)})
+    if path.is_dir():
+        return _result(target, {str(p): inspect_file(p) for p in sorted(path.rglob("*")) if p.is_file() and _is_library(p.name)})
+    if path.exists() or "/" in target:
+        raise UserError(f"{target!r} is neither a file, a directory, a wheel nor an installed distribution.")
+    try:
+        dist = metadata.distribution(target)
+    except metadata.PackageNotFoundError:
+        raise UserError(f"{target!r} is not a path and no distribution of that name is installed in {__import__('sys').executable}.") from None
+    files = [Path(dist.locate_file(f)) for f in dist.files or [] if _is_library(str(f))]
+    return _result(target, {str(p): inspect_file(p) for p in files if p.is_file()})
+
+
+# Where each framework's own kernels live, as installed distributions.
+KERNEL_DISTRIBUTIONS = {"torch": ("torch",), "jax": ("jax-cuda13-plugin", "jax-cuda12-plugin", "jaxlib")}
+
+
+def installed_archs(framework: str) -> tuple[list[str], list[str], str] | None:
+    """(sass, ptx, source) read from the installed framework's binaries, for the predictor."""
+    for name in KERNEL_DISTRIBUTIONS.get(framework, ()):
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        found = inspect(name)
+        if found["sass"] or found["ptx"]:
+            return found["sass"], found["ptx"], f"gpucompat inspect {name} (fat binaries of the installed build)"
+    return None
