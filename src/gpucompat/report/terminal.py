@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..model import Cell, Outcome
-from ..sweep import Progress as PipelineProgress
 
 CODE_STYLE = {"PASS": "green", "NO_MATCH": "yellow", "ENV_UNRESOLVABLE": "magenta", "TIMEOUT": "yellow", "INTERNAL": "red bold"}
 
@@ -49,10 +47,12 @@ def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]
     return tables
 
 
-class RichProgress(PipelineProgress):
-    """Bars per phase, and a line per finished cell, on stderr (stdout stays for --json)."""
+class RichProgress:
+    """sweep.Progress drawn with Rich: bars per phase, a line per finished cell, on stderr (stdout stays for --json)."""
 
     def __init__(self, console: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         self.console = console
         self.bars = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                              console=console, transient=False)

@@ -1,0 +1,58 @@
+"""Speed of the offline commands: `explain` (target: median <= 300 ms for a cold process)
+and `inspect` of a large library (target: <= 5 s for libtorch_cuda.so), each beside a
+baseline measured in the same run.
+
+    python benchmarks/knowledge_speed.py [--runs 10] [--library PATH] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def timed(command: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - began)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--library")
+    parser.add_argument("--cuobjdump", default=shutil.which("cuobjdump"))
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    rows = []
+    variants = {
+        "python -c pass (interpreter start)": [sys.executable, "-c", "pass"],
+        "gpucompat explain torch==2.4.1 --cc 8.0 --json": [sys.executable, "-m", "gpucompat", "explain", "torch==2.4.1", "--cc", "8.0", "--driver", "535.104.05", "--json"],
+        "gpucompat explain (human output)": [sys.executable, "-m", "gpucompat", "explain", "torch==2.4.1", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "570.86.10"],
+    }
+    if args.library:
+        size = Path(args.library).stat().st_size
+        variants[f"gpucompat inspect {Path(args.library).name} ({size / 2**30:.2f} GiB)"] = [sys.executable, "-m", "gpucompat", "inspect", args.library, "--json"]
+        if args.cuobjdump:
+            variants[f"cuobjdump --list-elf {Path(args.library).name}"] = [args.cuobjdump, "--list-elf", args.library]
+    for name, command in variants.items():
+        values = timed(command, args.runs if "inspect" not in name and "cuobjdump" not in name else min(args.runs, 3))
+        rows.append({"variant": name, "median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3), "runs": len(values)})
+    width = max(len(r["variant"]) for r in rows)
+    for r in rows:
+        print(f"{r['variant']:<{width}}  median {r['median_s']:7.3f} s  min {r['min_s']:7.3f} s  ({r['runs']} runs)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"python": sys.version, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
