@@ -186,6 +186,11 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
         reasons.append(Reason("CPU build", FAIL, "the cpu variant of torch has no CUDA support", "https://pytorch.org/get-started/locally/", "NO_DEVICE", "device"))
         return reasons, resolved
     build = tables.torch_build(release, variant)
+    siblings = [r for r in tables.table("torch_builds") if r["release"] == minor_series(release)]
+    if build is None and siblings and cuda_runtime is None:
+        reasons.append(Reason("variant exists", FAIL, f"PyTorch {minor_series(release)} has no {variant} build (it has {', '.join(r['variant'] for r in siblings)})",
+                              siblings[0]["source"], "ENV_UNRESOLVABLE", "resolve"))
+        return reasons, resolved
     cuda = cuda_runtime or (build["cuda"] if build else (f"{variant[2:-1]}.{variant[-1]}" if variant.startswith("cu") else None))
     resolved["cuda_runtime"] = cuda
     reasons.append(driver_rule(cuda, driver))
