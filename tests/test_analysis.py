@@ -3,7 +3,7 @@
 import pytest
 
 from gpucompat.analysis import classify
-from gpucompat.model import Observation, ResolvedStack, Stack
+from gpucompat.model import FAILURE_CODES, PASS, STAGES, Observation, ResolvedStack, Stack
 
 STACK = Stack("torch", "2.4.1", "default", "3.11", "uv", ("torch==2.4.1",))
 RESOLVED = ResolvedStack(STACK, ok=True, pins=("torch==2.4.1",), cuda_runtime="12.1")
@@ -30,7 +30,9 @@ def failed(name, message=None, reason=None, error_type="RuntimeError", warnings=
 
 
 def verdict(probe_facts, **observation):
-    return classify(RESOLVED, Observation(facts=probe_facts, returncode=0, **observation))
+    outcome = classify(RESOLVED, Observation(facts=probe_facts, returncode=0, **observation))
+    assert outcome.code in (PASS, *FAILURE_CODES) and outcome.stage in STAGES
+    return outcome
 
 
 H100 = {"devices": [{"name": "NVIDIA H100 80GB HBM3", "cc": "9.0"}], "device_count": 1}

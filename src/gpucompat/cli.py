@@ -52,6 +52,12 @@ def guarded(command):
     return wrapper
 
 
+def _print_json(value) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
 def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table") -> list[dict]:
     from . import sweep as pipeline
     from .report.terminal import RichProgress
@@ -167,8 +173,6 @@ def results(
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
 ):
     """The valid and invalid combinations of a stored sweep (the seed's two tables)."""
-    import json
-
     from rich.table import Table
 
     from .store import Store
@@ -177,7 +181,7 @@ def results(
     if list_sweeps:
         sweeps = store.list_sweeps()
         if json_out or fmt == "json":
-            sys.stdout.write(json.dumps(sweeps, indent=2, default=str) + "\n")
+            _print_json(sweeps)
             return
         table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed")
         for s in sweeps:
@@ -202,9 +206,7 @@ def explain(
 
     result = run_explain(spec, gpu, cc, driver, python)
     if json_out:
-        import json
-
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        _print_json(result)
         return
     from .report.terminal import explain_text
 
@@ -220,9 +222,7 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
 
     result = run_doctor()
     if json_out:
-        import json
-
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        _print_json(result)
         return
     from .report.terminal import doctor_tables
 
@@ -241,9 +241,7 @@ def inspect(
 
     result = run_inspect(target)
     if json_out:
-        import json
-
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        _print_json(result)
         return
     if not result["files"]:
         out.print(f"{escape(target)}: no CUDA fat binaries found")

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import analysis, space
 from .discover import local as local_discovery
 from .envs import current as current_env
-from .executors.base import DONE
+from .executors.base import DONE, Executor
 from .executors.local import LocalExecutor
 from .knowledge import fatbin, rules
 from .knowledge.rules import Prediction, Reason
@@ -141,7 +141,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         else:
             runnable.append(cell)
 
-    executor = LocalExecutor(spec.timeouts, spec.max_parallel_installs, options.wheelhouse, options.offline)
+    executor: Executor = LocalExecutor(spec.timeouts, spec.max_parallel_installs, options.wheelhouse, options.offline)
     prechecked = executor.precheck(runnable)
     jobs_cells = []
     for cell in runnable:

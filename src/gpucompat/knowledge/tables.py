@@ -65,14 +65,9 @@ def _same_word(reported: str, known: str) -> bool:
 
 def driver_cuda(driver: str) -> dict | None:
     """The newest CUDA whose toolkit driver minimum this driver meets (the row)."""
-    found = None
     have = version(driver)
-    if have is None:
-        return None
-    for row in table("cuda_drivers"):
-        if version(row["toolkit_driver_min"]) <= have and (found is None or Version(row["cuda"]) > Version(found["cuda"])):
-            found = row
-    return found
+    eligible = [r for r in table("cuda_drivers") if have is not None and version(r["toolkit_driver_min"]) <= have]
+    return max(eligible, key=lambda r: Version(r["cuda"]), default=None)
 
 
 def cuda_row(cuda: str) -> dict | None:
@@ -85,15 +80,15 @@ def compat_floor(major: int) -> dict | None:
     return row if row and row["compat_driver_min"] else None
 
 
+def _newest_at_most(rows, column: str, want: Version | None) -> dict | None:
+    """The row with the newest version in `column` that is not newer than `want`."""
+    eligible = [r for r in rows if want is not None and Version(r[column]) <= want]
+    return max(eligible, key=lambda r: Version(r[column]), default=None)
+
+
 def cuda_archs(cuda: str) -> dict | None:
     """The sm_XY list nvcc of that CUDA can build for (nearest older release if not listed)."""
-    want, found = version(minor_series(cuda)), None
-    if want is None:
-        return None
-    for row in table("cuda_archs"):
-        if Version(row["cuda"]) <= want and (found is None or Version(row["cuda"]) > Version(found["cuda"])):
-            found = row
-    return found
+    return _newest_at_most(table("cuda_archs"), "cuda", version(minor_series(cuda)))
 
 
 # -- frameworks ------------------------------------------------------------------------------
@@ -112,11 +107,5 @@ def tensorflow_build(release: str) -> dict | None:
 
 def jax_build(release: str, variant: str) -> dict | None:
     """The newest row for this variant that is not newer than the release."""
-    want, found = version(release.split("+")[0]), None
-    if want is None:
-        return None
-    for row in table("jax_builds"):
-        if row["variant"] == variant and Version(row["from_version"]) <= want:
-            if found is None or Version(row["from_version"]) > Version(found["from_version"]):
-                found = row
-    return found
+    rows = [r for r in table("jax_builds") if r["variant"] == variant]
+    return _newest_at_most(rows, "from_version", version(release.split("+")[0]))
