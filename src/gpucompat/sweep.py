@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import analysis, space
@@ -54,7 +54,7 @@ def targets_for(spec: SweepSpec) -> list[Target]:
     bound = []
     for declared in spec.targets:
         match = next((t for t in local if t.name == declared.name and (declared.cc in (None, t.cc))), None)
-        bound.append(Target(**{**declared.__dict__, "devices": match.devices if match else ()}))
+        bound.append(replace(declared, devices=match.devices if match else ()))
     return bound
 
 
@@ -120,8 +120,8 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
     pending = store.cells_of(sweep_id, pending_only=True)
     progress.phase("cells", len(pending))
 
-    def record(cell: Cell, outcome: Outcome, observation: Observation | None) -> None:
-        store.record_result(cell.id, outcome, observation)
+    def record(cell: Cell, outcome: Outcome, observation: Observation | None, observed: bool = True) -> None:
+        store.record_result(cell.id, outcome, observation, observed)
         progress.cell_done(cell, outcome)
         progress.advance("cells")
 
@@ -135,9 +135,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
             failing = next((r for r in prediction["reasons"] if r["verdict"] == "fail"), {"text": "", "source": ""})
             outcome = Outcome(prediction["code"], prediction["stage"], f"predicted, not run: {failing['text']}",
                               {"prediction": {"reasons": prediction["reasons"]}})
-            store.record_result(cell.id, outcome, None, observed=False)
-            progress.cell_done(cell, outcome)
-            progress.advance("cells")
+            record(cell, outcome, None, observed=False)
         else:
             runnable.append(cell)
 
