@@ -173,3 +173,20 @@ def _signal_name(number: int | None) -> str:
         return signals.Signals(number).name
     except (ValueError, TypeError):
         return f"signal {number}"
+
+
+def collapse_runs(values: list[str], axis: list[str]) -> list[str]:
+    """Values as people read them: runs of neighbours on the axis joined, '11.1-11.5'.
+
+    `axis` is every value that was tested, in order; two values are neighbours when no
+    tested value lies between them, so an untested 11.3 does not break 11.2-11.4.
+    """
+    position = {value: i for i, value in enumerate(axis)}
+    ordered = sorted(set(values), key=lambda v: position.get(v, len(axis)))
+    runs: list[list[str]] = []
+    for value in ordered:
+        if runs and value in position and runs[-1][-1] in position and position[value] == position[runs[-1][-1]] + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return [run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs]

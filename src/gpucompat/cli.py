@@ -27,7 +27,7 @@ err = Console(stderr=True)
 
 EXIT_BROKEN, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
-FORMATS = ("table", "csv", "json", "md")
+FORMATS = ("table", "csv", "json", "md", "junit")
 
 
 def guarded(command):
@@ -67,7 +67,7 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table") ->
     return _print_results(store, sweep_id, "json" if json_out else fmt)
 
 
-def _print_results(store, sweep_id: int, fmt: str) -> list[dict]:
+def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True) -> list[dict]:
     from .report import export
     from .report.rows import split
     from .report.terminal import results_tables
@@ -84,8 +84,10 @@ def _print_results(store, sweep_id: int, fmt: str) -> list[dict]:
         sys.stdout.write(export.to_csv(surprises, valid, invalid))
     elif fmt == "md":
         sys.stdout.write(export.to_markdown(sweep, surprises, valid, invalid) + "\n")
+    elif fmt == "junit":
+        sys.stdout.write(export.to_junit(sweep, valid, invalid) + "\n")
     else:
-        for table in results_tables(surprises, valid, invalid):
+        for table in results_tables(surprises, valid, invalid, per_cell):
             out.print(table)
         note = f", {pending} pending (`gpucompat sweep --resume {sweep_id}`)" if pending else ""
         out.print(f"sweep {sweep_id} ({sweep['name']}, {sweep['status']}): {len(surprises)} surprises, {len(valid)} valid, "
@@ -167,7 +169,8 @@ def check(
 @guarded
 def results(
     sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
-    fmt: str = typer.Option("table", "--format", help="table, csv, json or md."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json, md or junit."),
+    cells: bool = typer.Option(False, "--cells", help="One row per cell instead of the seed's grouped tables."),
     list_sweeps: bool = typer.Option(False, "--list", help="List the stored sweeps instead."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
@@ -188,7 +191,7 @@ def results(
             table.add_row(str(s["id"]), s["name"], s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0))
         out.print(table)
         return
-    _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt)
+    _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt, per_cell=cells)
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import xml.etree.ElementTree as ET
 
 COLUMNS = ["cell", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver",
            "cuda_runtime", "cudnn", "code", "stage", "reason", "warnings", "observed", "predicted", "predicted_code", "surprise"]
@@ -51,3 +52,22 @@ def to_markdown(sweep: dict, surprises: list[dict], valid: list[dict], invalid: 
             lines.append("| " + " | ".join(_md_cell(c) for c in [row[k] for k in keys] + more(row)) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def to_junit(sweep: dict, valid: list[dict], invalid: list[dict]) -> str:
+    """JUnit XML, one testcase per cell, so CI systems can show a sweep."""
+    cases = sorted(valid + invalid, key=lambda r: r["cell"])
+    failures = sum(1 for r in invalid if r["observed"])
+    suite = ET.Element("testsuite", name=f"gpucompat sweep {sweep['id']}: {sweep['name']}", tests=str(len(cases)),
+                       failures=str(failures), skipped=str(len(invalid) - failures))
+    for row in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"{row['framework']}.{row['version']}",
+                             name=f"{row['variant']} py{row['python']} {row['env']} on {row['gpu']} (cc {row['cc'] or '?'})",
+                             time=str(row["duration_s"] or 0))
+        if row["code"] == "PASS":
+            continue
+        if not row["observed"]:
+            ET.SubElement(case, "skipped", message=f"{row['code']} (predicted, not run)").text = row["reason"]
+        else:
+            ET.SubElement(case, "failure", message=f"{row['code']} at {row['stage']}", type=row["code"]).text = row["reason"]
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from packaging.version import InvalidVersion, Version
+
+from ..analysis import collapse_runs
 from ..model import PASS
 
 
@@ -54,3 +57,32 @@ def split(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
     valid = [r for r in shown if r["code"] == PASS]
     invalid = [r for r in shown if r["code"] not in (PASS, "PENDING")]
     return [r for r in shown if is_surprise(r)], valid, invalid
+
+
+def _version_key(text: str):
+    try:
+        return (0, Version(text.split("+")[0]))
+    except InvalidVersion:
+        return (1, text)
+
+
+def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
+    """The seed's format: one line per framework, version, compute capability (and failure),
+    with the CUDA runtime versions collapsed into runs ('11.1-11.5')."""
+    axis: dict[str, list[str]] = {}
+    for row in rows:
+        axis.setdefault(row["framework"], []).append(row["cuda_runtime"])
+    axis = {fw: sorted({v for v in values if v}, key=_version_key) for fw, values in axis.items()}
+    groups: dict[tuple, list[str]] = {}
+    for row in rows:
+        version = "-" if row["framework"] == "cuda-runtime" else row["version"]  # its version is the CUDA runtime
+        key = (row["framework"], version, row["cc"] or "-", (row["code"], row["stage"]) if with_reason else None)
+        groups.setdefault(key, []).append(row["cuda_runtime"] or "-")
+    out = []
+    for (framework, version, cc, failure), cudas in sorted(groups.items(), key=lambda item: (item[0][0], _version_key(item[0][1]), item[0][2])):
+        for run in collapse_runs(cudas, axis.get(framework, [])):
+            line = {"framework": framework, "version": version, "cc": cc, "cuda_runtime": run}
+            if with_reason:
+                line["failure"] = f"{failure[0]} ({failure[1]})"
+            out.append(line)
+    return out

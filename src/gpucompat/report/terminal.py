@@ -15,7 +15,25 @@ def code_text(code: str) -> str:
     return f"[{CODE_STYLE.get(code, 'red')}]{escape(code)}[/]"
 
 
-def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]) -> list[Table]:
+def seed_tables(valid: list[dict], invalid: list[dict]) -> list[Table]:
+    """The seed's two tables, CUDA runtime versions collapsed into runs."""
+    from .rows import seed_table
+
+    tables = []
+    for title, rows, with_reason in (("Valid combinations", valid, False), ("Invalid combinations", invalid, True)):
+        lines = seed_table(rows, with_reason)
+        table = Table("Framework", "Framework Version", "Compute Capability", "CUDA Runtime Version",
+                      title=f"{title} ({len(rows)} cells)", title_justify="left")
+        if with_reason:
+            table.add_column("Failure Reason")
+        for line in lines:
+            cells = [escape(line[k]) for k in ("framework", "version", "cc", "cuda_runtime")]
+            table.add_row(*cells, *([code_text(line["failure"].split(" ")[0]) + " " + escape(line["failure"].split(" ", 1)[1])] if with_reason else []))
+        tables.append(table)
+    return tables
+
+
+def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict], per_cell: bool = True) -> list[Table]:
     keys = [("Framework", "framework"), ("Version", "version"), ("Variant", "variant"), ("Python", "python"),
             ("GPU", "gpu"), ("CC", "cc"), ("CUDA runtime", "cuda_runtime")]
     valid_table = Table(title=f"Valid combinations ({len(valid)})", title_justify="left")
@@ -32,7 +50,7 @@ def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]
     for row in invalid:
         code = code_text(row["code"]) + ("" if row["observed"] else " [dim](predicted)[/]")
         invalid_table.add_row(*(escape(str(row[k])) for _, k in keys), code, row["stage"], escape(row["reason"]))
-    tables = [valid_table, invalid_table]
+    tables = [valid_table, invalid_table] if per_cell else seed_tables(valid, invalid)
     if surprises:
         surprise_table = Table(title=f"Surprises ({len(surprises)}): observed differs from predicted — a knowledge gap or a broken node",
                                title_justify="left", title_style="bold red")
