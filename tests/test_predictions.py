@@ -51,7 +51,8 @@ def test_skip_predicted_failures_runs_nothing_for_them_and_says_so(isolated):
     assert skipped["reason"].startswith("predicted, not run:") and "580.65.06" in skipped["reason"]
     assert cells["12.2"]["observed"] and cells["12.2"]["code"] == "NO_MATCH"
     assert data["counts"]["surprises"] == 1  # a prediction is never its own surprise
-    assert "(predicted)" in run_cli("results", check=0).stdout
+    assert "(device, predicted)" in run_cli("results", check=0).stdout
+    assert "(predicted)" in run_cli("results", "--cells", check=0).stdout
     assert not list((isolated / "data").rglob("cell-*/result.json")), "a job ran"
 
 

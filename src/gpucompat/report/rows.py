@@ -76,13 +76,13 @@ def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
     groups: dict[tuple, list[str]] = {}
     for row in rows:
         version = "-" if row["framework"] == "cuda-runtime" else row["version"]  # its version is the CUDA runtime
-        key = (row["framework"], version, row["cc"] or "-", (row["code"], row["stage"]) if with_reason else None)
+        key = (row["framework"], version, row["cc"] or "-", (row["code"], row["stage"], row["observed"]) if with_reason else None)
         groups.setdefault(key, []).append(row["cuda_runtime"] or "-")
     out = []
     for (framework, version, cc, failure), cudas in sorted(groups.items(), key=lambda item: (item[0][0], _version_key(item[0][1]), item[0][2])):
         for run in collapse_runs(cudas, axis.get(framework, [])):
             line = {"framework": framework, "version": version, "cc": cc, "cuda_runtime": run}
             if with_reason:
-                line["failure"] = f"{failure[0]} ({failure[1]})"
+                line["failure"] = f"{failure[0]} ({failure[1]}{'' if failure[2] else ', predicted'})"
             out.append(line)
     return out
