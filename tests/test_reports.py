@@ -33,3 +33,43 @@ def test_seed_tables_and_junit_from_a_real_sweep(tmp_path):
     failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
     assert [c.get("classname") for c in failed] == ["tensorflow.not installed"]
     assert failed[0].find("failure").get("type") == "IMPORT_FAILED"
+
+
+def _sweep(store, driver, outcomes):
+    """A stored sweep on one H100 class: {cuda series: (code, stage, summary)}."""
+    from gpucompat.model import Outcome, ResolvedStack, Stack, Target
+
+    sweep = store.create_sweep("quarterly", "sweep", "", None, {})
+    resolved = [ResolvedStack(Stack("cuda-runtime", series, "default", "3.12", "uv"), True, cuda_runtime=series) for series in outcomes]
+    store.add_cells(sweep, [Target("NVIDIA H100 80GB HBM3", "9.0", driver, count=1)], resolved)
+    for cell in store.cells_of(sweep):
+        store.record_result(cell.id, Outcome(*outcomes[cell.stack.version]), None)
+    return sweep
+
+
+def test_diff_and_history_after_a_driver_change(tmp_path):
+    import json
+
+    from gpucompat.store import Store
+
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    store = Store(url)
+    ok = ("PASS", "compute", "ran")
+    old = ("DRIVER_TOO_OLD", "device", "runtime 12.4 is newer than the driver supports")
+    _sweep(store, "550.54.15", {"12.4": ok, "12.6": old, "11.8": ok})
+    _sweep(store, "535.104.05", {"12.4": old, "12.6": ok, "13.0": ok})
+    proc = run_cli("diff", "latest~1", "latest", "--db", url, "--json")
+    assert proc.returncode == 1, "a newly broken cell must fail the routine"
+    changes = json.loads(proc.stdout)
+    assert [c["after"]["version"] for c in changes["newly_broken"]] == ["12.4"]
+    assert changes["newly_broken"][0]["before"]["driver"] == "550.54.15" and changes["newly_broken"][0]["after"]["driver"] == "535.104.05"
+    assert [c["after"]["version"] for c in changes["newly_working"]] == ["12.6"]
+    assert [c["after"]["version"] for c in changes["added"]] == ["13.0"]
+    assert [c["before"]["version"] for c in changes["removed"]] == ["11.8"]
+    assert run_cli("diff", "1", "1", "--db", url).returncode == 0
+    text = run_cli("diff", "1", "2", "--db", url).stdout
+    assert "Newly broken (1)" in text
+    rows = json.loads(run_cli("history", "cuda-runtime==12.4", "--cc", "9.0", "--db", url, "--json", check=0).stdout)
+    assert [(r["sweep"], r["code"]) for r in rows] == [(1, "PASS"), (2, "DRIVER_TOO_OLD")]
+    bad = run_cli("diff", "latest~7", "latest", "--db", url)
+    assert bad.returncode == 2 and "only 2 sweep(s)" in bad.stderr

@@ -190,3 +190,29 @@ def collapse_runs(values: list[str], axis: list[str]) -> list[str]:
         else:
             runs.append([value])
     return [run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs]
+
+
+def cell_identity(row: dict) -> tuple:
+    """What makes two sweeps' cells the same cell: the stack and the GPU class (not the driver,
+    whose change between sweeps is exactly what a diff is for)."""
+    return (row["framework"], row["version"], row["variant"], row["python"], row["env"], row["gpu"], row["cc"])
+
+
+def diff(before: list[dict], after: list[dict]) -> dict[str, list[dict]]:
+    """Display rows of two sweeps -> newly broken, newly working, changed failure, added, removed."""
+    old = {cell_identity(r): r for r in before if r["code"] != "PENDING"}
+    new = {cell_identity(r): r for r in after if r["code"] != "PENDING"}
+    out: dict[str, list[dict]] = {"newly_broken": [], "newly_working": [], "changed": [], "added": [], "removed": []}
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        if a is None:
+            out["added"].append({"after": b})
+        elif b is None:
+            out["removed"].append({"before": a})
+        elif a["code"] == "PASS" and b["code"] != "PASS":
+            out["newly_broken"].append({"before": a, "after": b})
+        elif a["code"] != "PASS" and b["code"] == "PASS":
+            out["newly_working"].append({"before": a, "after": b})
+        elif a["code"] != b["code"]:
+            out["changed"].append({"before": a, "after": b})
+    return out

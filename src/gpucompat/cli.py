@@ -256,5 +256,68 @@ def inspect(
         out.print(f"  {escape(f['file'])}: {' '.join(f['sass'] + f['ptx'])}")
 
 
+@app.command()
+@guarded
+def diff(
+    before: str = typer.Argument(..., help="A sweep id, 'latest' or 'latest~N'."),
+    after: str = typer.Argument(..., help="A sweep id, 'latest' or 'latest~N'."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Cells newly broken, newly working, changed, added and removed between two sweeps. Exit 1 if any newly broke."""
+    from .analysis import diff as compute_diff
+    from .report.rows import display_row
+    from .store import Store
+
+    store = Store(db)
+    a, b = store.sweep_ref(before), store.sweep_ref(after)
+    changes = compute_diff([display_row(r) for r in store.result_rows(a)], [display_row(r) for r in store.result_rows(b)])
+    if json_out:
+        _print_json({"before": a, "after": b, **changes})
+    else:
+        from .report.terminal import diff_tables
+
+        for item in diff_tables(changes, a, b):
+            out.print(item)
+    if changes["newly_broken"]:
+        raise typer.Exit(EXIT_BROKEN)
+
+
+@app.command()
+@guarded
+def history(
+    spec: str = typer.Argument(..., help="A stack spec: torch==2.4.1, cuda-runtime==12.4, ..."),
+    gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it."),
+    cc: Optional[str] = typer.Option(None, help="Compute capability, e.g. 8.0."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+):
+    """One cell through time: every stored verdict for a stack on a GPU class."""
+    from .knowledge import tables
+    from .plan import parse_spec
+    from .report.rows import display_row
+    from .store import Store
+
+    framework, version, variant = parse_spec(spec)
+    if bool(gpu) == bool(cc):
+        raise UserError("give the GPU as either --gpu NAME or --cc X.Y (one of them).")
+    want_cc = cc or (tables.gpu(gpu) or {}).get("cc")
+    rows = [
+        r for r in map(display_row, Store(db).result_rows(None))
+        if r["framework"] == framework and r["code"] != "PENDING"
+        and (version is None or r["version"] == version or r["version"].split("+")[0] == version)
+        and (r["gpu"] == gpu or (want_cc is not None and r["cc"] == want_cc))
+    ]
+    if json_out:
+        _print_json(rows)
+        return
+    from .report.terminal import history_table
+
+    if not rows:
+        out.print(f"no stored verdict for {escape(spec)} on {escape(gpu or 'compute capability ' + cc)}")
+        return
+    out.print(history_table(rows, f"{spec} on {gpu or 'compute capability ' + cc}"))
+
+
 def main() -> None:
     app()

@@ -260,6 +260,22 @@ class Store:
             raise UserError(f"no sweeps stored in {self.url} yet; run `gpucompat sweep PLAN` first.")
         return found
 
+    def sweep_ref(self, ref: str) -> int:
+        """A sweep id, 'latest', or 'latest~N' (the Nth sweep before the latest) -> its id."""
+        with self.engine.connect() as conn:
+            ids = [row[0] for row in conn.execute(sa.select(sweeps.c.id).order_by(sweeps.c.id.desc()))]
+        text = ref.strip()
+        if text.isdigit():
+            if int(text) not in ids:
+                raise UserError(f"there is no sweep {text} in {self.url}; `gpucompat results --list` shows the sweeps.")
+            return int(text)
+        if text == "latest" or (text.startswith("latest~") and text[7:].isdigit()):
+            back = int(text[7:]) if "~" in text else 0
+            if back >= len(ids):
+                raise UserError(f"{ref!r}: only {len(ids)} sweep(s) are stored in {self.url}.")
+            return ids[back]
+        raise UserError(f"{ref!r} is not a sweep: give an id, 'latest' or 'latest~N'.")
+
     def cells_of(self, sweep_id: int, pending_only: bool = False) -> list[Cell]:
         query = (
             sa.select(cells.c.id, stacks, targets.c.data.label("target_data"))
@@ -281,11 +297,11 @@ class Store:
                 out.append(Cell(row["id"], stack, _target_from(row["target_data"]), resolved))
         return out
 
-    def result_rows(self, sweep_id: int) -> list[dict]:
-        """One flat row per cell with its verdict (None where it has none yet)."""
+    def result_rows(self, sweep_id: int | None) -> list[dict]:
+        """One flat row per cell with its verdict (None where it has none yet); every sweep's if None."""
         query = (
             sa.select(
-                cells.c.id.label("cell_id"), stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
+                cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
                 stacks.c.env, stacks.c.cuda_runtime, stacks.c.cudnn, targets.c.name.label("gpu"), targets.c.cc,
                 targets.c.driver, results.c.code, results.c.stage, results.c.summary, results.c.warnings,
                 results.c.evidence, results.c.duration_s, results.c.probe, results.c.observed,
@@ -293,11 +309,13 @@ class Store:
                 predictions.c.reasons.label("predicted_reasons"),
             )
             .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
+                         .join(sweeps, sweeps.c.id == cells.c.sweep_id)
                          .outerjoin(results, results.c.cell_id == cells.c.id)
                          .outerjoin(predictions, predictions.c.cell_id == cells.c.id))
-            .where(cells.c.sweep_id == sweep_id)
             .order_by(cells.c.id)
         )
+        if sweep_id is not None:
+            query = query.where(cells.c.sweep_id == sweep_id)
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 

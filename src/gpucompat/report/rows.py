@@ -20,6 +20,8 @@ def display_row(row: dict) -> dict:
         version = facts.get("version") or "not installed"
     return {
         "cell": row["cell_id"],
+        "sweep": row.get("sweep_id"),
+        "created_at": row.get("created_at"),
         "framework": row["framework"],
         "version": version,
         "variant": row["variant"],

@@ -138,3 +138,39 @@ def doctor_tables(result: dict) -> list:
             verdicts.add_row(v["framework"], escape(f"{v['gpu']} ({v['cc']})"), verdict, escape(why), escape(v["fix"] or ""))
         items.append(verdicts)
     return items
+
+
+DIFF_TITLES = {"newly_broken": "Newly broken", "newly_working": "Newly working", "changed": "Failure changed",
+               "added": "Added", "removed": "Removed"}
+
+
+def _side(row: dict | None) -> str:
+    if row is None:
+        return ""
+    return f"{code_text(row['code'])} [dim]driver {escape(row['driver'] or '?')}[/] {escape(row['reason'][:160])}"
+
+
+def diff_tables(changes: dict[str, list[dict]], a: int, b: int) -> list:
+    items: list = [f"sweep {a} -> sweep {b}: " + ", ".join(f"{len(changes[k])} {DIFF_TITLES[k].lower()}" for k in DIFF_TITLES)]
+    for kind, title in DIFF_TITLES.items():
+        if not changes[kind]:
+            continue
+        table = Table("Framework", "Version", "Python", "GPU", f"Sweep {a}", f"Sweep {b}", title=f"{title} ({len(changes[kind])})",
+                      title_justify="left", title_style="bold red" if kind == "newly_broken" else None)
+        for change in changes[kind]:
+            row = change.get("after") or change.get("before")
+            table.add_row(escape(row["framework"]), escape(row["version"]), escape(row["python"]),
+                          escape(f"{row['gpu']} ({row['cc'] or '?'})"), _side(change.get("before")), _side(change.get("after")))
+        items.append(table)
+    return items
+
+
+def history_table(rows: list[dict], title: str) -> Table:
+    table = Table("Sweep", "Date", "GPU", "CC", "Driver", "CUDA runtime", "Result", "Reason", title=title, title_justify="left")
+    import datetime
+
+    for row in rows:
+        when = datetime.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M") if row.get("created_at") else ""
+        table.add_row(str(row["sweep"]), when, escape(row["gpu"]), row["cc"], escape(row["driver"]), row["cuda_runtime"],
+                      code_text(row["code"]), escape(row["reason"][:160]))
+    return table
