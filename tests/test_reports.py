@@ -73,3 +73,23 @@ def test_diff_and_history_after_a_driver_change(tmp_path):
     assert [(r["sweep"], r["code"]) for r in rows] == [(1, "PASS"), (2, "DRIVER_TOO_OLD")]
     bad = run_cli("diff", "latest~7", "latest", "--db", url)
     assert bad.returncode == 2 and "only 2 sweep(s)" in bad.stderr
+
+
+def test_advise_observed_first_then_predicted(tmp_path):
+    import json
+
+    db = tmp_path / "h200.db"
+    shutil.copyfile(H200_DB, db)
+    data = json.loads(run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "580.159.04",
+                              "--db", f"sqlite:///{db}", "--json", check=0).stdout)
+    assert [o["version"] for o in data["observed"]] == ["13.5", "13.0", "12.9", "12.4", "12.0"]
+    assert data["observed"][0]["install"] == "pip install 'nvidia-cuda-runtime==13.5.*'"
+    assert data["predicted"] and all(p["source"] == "predicted" for p in data["predicted"])
+    torch = json.loads(run_cli("advise", "--framework", "torch", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "570.86.10",
+                               "--db", f"sqlite:///{db}", "--json", check=0).stdout)
+    assert torch["observed"] == []  # no RTX 5090 in the stored sweeps
+    commands = [p["install"] for p in torch["predicted"]]
+    assert all("cu12" in c or c.endswith("'torch==2.10.*'") or "'torch==2.9.*'" in c or "'torch==2.8.*'" in c for c in commands)
+    assert not any("cu121" in c or "cu124" in c for c in commands), "builds without sm_120 must not be advised for an RTX 5090"
+    bad = run_cli("advise", "--framework", "pytorch", "--cc", "8.0", "--driver", "535.104.05", "--db", f"sqlite:///{db}")
+    assert bad.returncode == 2 and "unknown framework" in bad.stderr

@@ -319,5 +319,36 @@ def history(
     out.print(history_table(rows, f"{spec} on {gpu or 'compute capability ' + cc}"))
 
 
+@app.command()
+@guarded
+def advise(
+    framework: str = typer.Option(..., help="torch, tensorflow, jax, cupy or cuda-runtime."),
+    gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it."),
+    cc: Optional[str] = typer.Option(None, help="Compute capability, e.g. 8.0."),
+    driver: str = typer.Option(..., help="NVIDIA driver version, e.g. 535.104.05."),
+    python: Optional[str] = typer.Option(None, help="Python version X.Y."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """The newest stacks that work for a GPU and driver, observed first, predicted second, with install commands."""
+    from .knowledge.advise import advise as run_advise
+    from .report.rows import display_row
+    from .store import Store
+
+    result = run_advise(framework, gpu, cc, driver, python, [display_row(r) for r in Store(db).result_rows(None)])
+    if json_out:
+        _print_json(result)
+        return
+    from rich.table import Table
+
+    t = result["target"]
+    out.print(f"{framework} for {escape(t['gpu'] or 'compute capability ' + t['cc'])} (CC {t['cc']}), driver {t['driver']} (CUDA {t['driver_cuda'] or '?'})")
+    table = Table("Source", "Version", "Variant", "Install", "Notes", title=result["note"], title_justify="left")
+    for item in result["observed"] + result["predicted"]:
+        note = "; ".join(item["warnings"]) or (f"sweep {item['sweep']}, driver {item['driver']}" if item["source"] == "observed" else "")
+        table.add_row(item["source"], escape(item["version"]), escape(item["variant"]), escape(item["install"] or "(the interpreter it ran in)"), escape(note))
+    out.print(table)
+
+
 def main() -> None:
     app()

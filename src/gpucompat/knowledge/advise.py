@@ -1,0 +1,73 @@
+"""`gpucompat advise`: the newest stacks that work for a GPU and driver, observed results
+first and predictions second (each says which), with the exact install command."""
+
+from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import UserError
+from ..model import FRAMEWORKS
+from ..space import cuda_runtime_package, requirements_for
+from . import tables
+from .explain import target
+from .rules import PASS, predict
+
+
+def install_command(framework: str, version: str, variant: str) -> str:
+    """The pip command for one point of the space (uv: prefix with `uv`)."""
+    requirements, index = requirements_for(framework, version, variant)
+    if framework == "torch" and variant == "default":
+        requirements, index = (f"torch=={version}",), None
+    quoted = " ".join(f"'{r}'" for r in requirements)
+    return f"pip install {quoted}" + (f" --index-url {index}" if index else "")
+
+
+def _candidates(framework: str) -> list[tuple[str, str]]:
+    """(version, variant) points the knowledge can judge, newest first."""
+    if framework == "torch":
+        default = {r["release"]: r["variant"] for r in tables.table("torch_pypi_default")}
+        rows = [(f"{r['release']}.*", r["variant"]) for r in tables.table("torch_builds") if default.get(r["release"]) != r["variant"]]
+        rows += [(f"{release}.*", "default") for release in default]  # PyPI's own wheel: no index URL needed
+    elif framework == "tensorflow":
+        rows = [(f"{r['release']}.*", "and-cuda") for r in tables.table("tensorflow_builds")]
+    elif framework == "jax":
+        rows = [(r["from_version"], r["variant"]) for r in tables.table("jax_builds")]
+    elif framework == "cupy":
+        rows = [("14.*", "cuda13x"), ("13.*", "cuda12x"), ("13.*", "cuda11x")]
+    else:
+        rows = [(r["cuda"], "default") for r in tables.table("cuda_drivers") if Version(r["cuda"]).major >= 11]
+    return sorted(set(rows), key=lambda p: (_key(p[0]), p[1] != "default"), reverse=True)
+
+
+def _key(version: str):
+    try:
+        return Version(version.replace(".*", ""))
+    except InvalidVersion:
+        return Version("0")
+
+
+def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python: str | None, observed_rows: list[dict], limit: int = 5) -> dict:
+    if framework not in FRAMEWORKS:
+        raise UserError(f"unknown framework {framework!r}; expected one of: {', '.join(FRAMEWORKS)}.")
+    where = target(gpu, cc, driver)
+    observed, seen = [], set()
+    for row in sorted(observed_rows, key=lambda r: _key(r["version"]), reverse=True):
+        if row["framework"] == framework and row["code"] == "PASS" and row["cc"] == where["cc"] and (row["version"], row["variant"]) not in seen:
+            seen.add((row["version"], row["variant"]))
+            version = row["version"].split("+")[0]
+            observed.append({"source": "observed", "version": row["version"], "variant": row["variant"], "python": row["python"],
+                             "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
+                             "install": install_command(framework, version, row["variant"]) if row["env"] == "uv" else None})
+    predicted = []
+    for version, variant in _candidates(framework):
+        release = version.replace(".*", "")
+        probe_release = f"{release}+{variant}" if framework == "torch" and variant != "default" else release
+        p = predict(framework, probe_release, variant, where["cc"], driver, python)
+        if p.verdict == PASS:
+            predicted.append({"source": "predicted", "version": version, "variant": variant, "warnings": p.warnings,
+                              "install": install_command(framework, version if framework != "cuda-runtime" else release, variant),
+                              "reasons": [r.text for r in p.reasons]})
+        if len(predicted) >= limit:
+            break
+    return {"framework": framework, "target": {**where, "python": python}, "observed": observed[:limit], "predicted": predicted,
+            "note": "observed: a stored sweep ran it on this GPU class; predicted: the knowledge rules expect it to work, not run"}
