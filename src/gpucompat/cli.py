@@ -350,5 +350,26 @@ def advise(
     out.print(table)
 
 
+@app.command()
+@guarded
+def report(
+    sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
+    output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+):
+    """One self-contained HTML report of a sweep: surprises first, a matrix per framework, evidence a click away."""
+    from .report.html import render
+    from .store import Store
+
+    store = Store(db)
+    sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
+    html = render(store.sweep(sweep_id), store.result_rows(sweep_id))
+    try:
+        output.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {str(output)!r}: {exc.strerror}.") from None
+    err.print(f"wrote {output} (sweep {sweep_id})")
+
+
 def main() -> None:
     app()
