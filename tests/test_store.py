@@ -30,7 +30,7 @@ def test_round_trip_of_cells_and_results(tmp_path):
     assert not store.record_result(first.id, Outcome("NO_DEVICE", "device", "again"), None)
     assert [c.id for c in store.cells_of(sweep, pending_only=True)] == [c.id for c in cells[1:]]
     rows = store.result_rows(sweep)
-    assert rows[0]["code"] == "PASS" and rows[0]["warnings"] == ["w"] and rows[0]["probe"] == {"stages": {}}
+    assert rows[0]["code"] == "PASS" and rows[0]["warnings"] == ["w"] and rows[0]["probe_version"] is None
     assert rows[1]["code"] is None
     listed = store.list_sweeps()
     assert (listed[0]["cells"], listed[0]["done"], listed[0]["passed"]) == (4, 1, 1)

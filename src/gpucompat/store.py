@@ -124,6 +124,10 @@ def _target_from(data: dict) -> Target:
     return Target(**{**data, "devices": tuple(data["devices"])})
 
 
+def _import_fact(name: str):
+    return results.c.probe["stages"]["import"]["facts"][name].as_string()
+
+
 class Store:
     def __init__(self, url: str | None = None):
         self.url = url or default_url()
@@ -304,7 +308,10 @@ class Store:
                 cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
                 stacks.c.env, stacks.c.cuda_runtime, stacks.c.cudnn, targets.c.name.label("gpu"), targets.c.cc,
                 targets.c.driver, results.c.code, results.c.stage, results.c.summary, results.c.warnings,
-                results.c.evidence, results.c.duration_s, results.c.probe, results.c.observed,
+                results.c.evidence, results.c.duration_s, results.c.observed,
+                # only what reports show from the raw probe JSON, extracted by the database
+                _import_fact("version").label("probe_version"), _import_fact("cuda_runtime").label("probe_cuda_runtime"),
+                _import_fact("cudnn").label("probe_cudnn"), results.c.probe["system"]["python"].as_string().label("probe_python"),
                 predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
                 predictions.c.reasons.label("predicted_reasons"),
             )

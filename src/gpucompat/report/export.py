@@ -35,22 +35,28 @@ def _md_cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _md_table(head: list[str], lines: list[list]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_md_cell(c) for c in line) + " |" for line in lines]
+    return out + [""]
+
+
 def to_markdown(sweep: dict, surprises: list[dict], valid: list[dict], invalid: list[dict]) -> str:
+    """The seed's two tables (CUDA runtimes collapsed into runs), surprises first."""
+    from .rows import seed_table
+
     lines = [f"# gpucompat sweep {sweep['id']}: {_md_cell(sweep['name'])}", ""]
-    head = ["Framework", "Version", "Variant", "Python", "GPU", "CC", "CUDA runtime"]
-    keys = ["framework", "version", "variant", "python", "gpu", "cc", "cuda_runtime"]
-    sections = [("Surprises (observed differs from predicted)", surprises, ["Observed", "Predicted", "Reason"],
-                 lambda r: [r["code"], r["predicted_code"] or r["predicted"], r["reason"]]),
-                ("Valid combinations", valid, [], lambda r: []),
-                ("Invalid combinations", invalid, ["Failure", "Stage", "Reason"],
-                 lambda r: [r["code"] + ("" if r["observed"] else " (predicted)"), r["stage"], r["reason"]])]
-    for title, rows, extra, more in sections:
-        if not rows and extra and title.startswith("Surprises"):
-            continue
-        lines += [f"## {title}", "", "| " + " | ".join(head + extra) + " |", "|" + "---|" * (len(head) + len(extra))]
-        for row in rows:
-            lines.append("| " + " | ".join(_md_cell(c) for c in [row[k] for k in keys] + more(row)) + " |")
-        lines.append("")
+    if surprises:
+        lines += ["## Surprises (observed differs from predicted)", ""]
+        lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "CC", "Observed", "Predicted", "Reason"],
+                           [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cc"], r["code"],
+                             f"{r['predicted']} {r['predicted_code']}".strip(), r["reason"]] for r in surprises])
+    head = ["Framework", "Framework Version", "Compute Capability", "CUDA Runtime Version"]
+    lines += ["## Valid combinations", ""]
+    lines += _md_table(head, [[g["framework"], g["version"], g["cc"], g["cuda_runtime"]] for g in seed_table(valid, False)])
+    lines += ["## Invalid combinations", ""]
+    lines += _md_table(head + ["Failure Reason"], [[g["framework"], g["version"], g["cc"], g["cuda_runtime"], g["failure"]]
+                                                    for g in seed_table(invalid, True)])
     return "\n".join(lines)
 
 

@@ -8,16 +8,11 @@ from ..analysis import collapse_runs
 from ..model import PASS
 
 
-def _import_facts(row: dict) -> dict:
-    return ((row.get("probe") or {}).get("stages") or {}).get("import", {}).get("facts", {}) or {}
-
-
 def display_row(row: dict) -> dict:
     """What a person reads about one cell; versions a `current` env only learns from its probe."""
-    facts = _import_facts(row)
     version = row["version"]
     if version == "installed":
-        version = facts.get("version") or "not installed"
+        version = row["probe_version"] or "not installed"
     return {
         "cell": row["cell_id"],
         "sweep": row.get("sweep_id"),
@@ -25,13 +20,13 @@ def display_row(row: dict) -> dict:
         "framework": row["framework"],
         "version": version,
         "variant": row["variant"],
-        "python": (row.get("probe") or {}).get("system", {}).get("python", row["python"]) if row["python"] == "current" else row["python"],
+        "python": (row["probe_python"] or "current") if row["python"] == "current" else row["python"],
         "env": row["env"],
         "gpu": row["gpu"],
         "cc": row["cc"] or "",
         "driver": row["driver"] or "",
-        "cuda_runtime": row["cuda_runtime"] or facts.get("cuda_runtime") or "",
-        "cudnn": row["cudnn"] or (str(facts["cudnn"]) if facts.get("cudnn") else ""),
+        "cuda_runtime": row["cuda_runtime"] or row["probe_cuda_runtime"] or "",
+        "cudnn": row["cudnn"] or row["probe_cudnn"] or "",
         "code": row["code"] or "PENDING",
         "stage": row["stage"] or "",
         "reason": row["summary"] or "",
