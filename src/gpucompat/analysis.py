@@ -138,6 +138,9 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         return Outcome("INTERNAL", "import", f"the probe did not start (exit {observation.returncode}): {_first_line(stderr[-500:])}", evidence)
     if not facts.get("finished"):
         stage = current if current in PROBE_STAGES else "import"
+        if observation.signal == signals.SIGALRM:  # the probe's own stage timeout (batch jobs)
+            evidence["stage_facts"] = stages.get(stage, {})
+            return Outcome("TIMEOUT", stage, f"the {stage} stage gave no answer within its timeout and was killed", evidence)
         how = f"killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode} unexpectedly"
         evidence["stage_facts"] = stages.get(stage, {})
         return Outcome("CRASHED", stage, f"the process {how} during the {stage} stage", evidence)

@@ -104,6 +104,9 @@ def sweep(
     offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
     workdir: Optional[Path] = typer.Option(None, help="Where job directories go (default: beside the database)."),
     skip_predicted_failures: bool = typer.Option(False, "--skip-predicted-failures", help="Run no job for cells the knowledge predicts to fail; they are stored as predicted, not observed."),
+    executor: Optional[str] = typer.Option(None, help="Override the plan's executor (local, slurm)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Write every file a real run would submit into --out, submit nothing."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
 ):
@@ -125,10 +128,27 @@ def sweep(
         if wheelhouse is not None and not wheelhouse.is_dir():
             raise UserError(f"--wheelhouse {str(wheelhouse)!r} is not a directory.")
         spec, text = load_plan(plan)
+        if executor is not None:
+            from dataclasses import replace
+
+            from .plan import EXECUTORS
+
+            if executor not in EXECUTORS:
+                raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
+            spec = replace(spec, executor=executor, targets="discover" if spec.targets == "local" and executor != "local" else spec.targets)
         options = pipeline.RunOptions(
             wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline,
             workdir=str(workdir.resolve()) if workdir else None, skip_predicted_failures=skip_predicted_failures,
         )
+        if dry_run:
+            if out_dir is None:
+                raise UserError("--dry-run needs --out DIR for the files a real run would submit.")
+            with RichProgress(err) as progress:
+                files = pipeline.dry_run(spec, text, options, out_dir, progress)
+            for path in files:
+                out.print(str(path))
+            err.print(f"dry run: {len(files)} files under {out_dir}; nothing was submitted or stored")
+            return
         with RichProgress(err) as progress:
             sweep_id = pipeline.start(store, spec, text, str(plan), options, progress)
         err.print(f"sweep {sweep_id}: {len(store.cells_of(sweep_id))} cells")
@@ -369,6 +389,35 @@ def report(
     except OSError as exc:
         raise UserError(f"cannot write {str(output)!r}: {exc.strerror}.") from None
     err.print(f"wrote {output} (sweep {sweep_id})")
+
+
+@app.command()
+@guarded
+def discover(
+    source: str = typer.Option("local", help="local (NVML, nvidia-smi) or slurm (scontrol show node)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the GPU classes as JSON."),
+):
+    """The GPU classes a pool offers: name, compute capability, driver, count, and what selects them."""
+    from dataclasses import asdict
+
+    if source == "local":
+        from .discover.local import discover as find
+    elif source == "slurm":
+        from .discover.slurm import discover as find
+    else:
+        raise UserError(f"unknown source {source!r}; this version reads: local, slurm.")
+    classes = [t for t in find() if t.count or source != "local"]
+    if json_out:
+        _print_json([asdict(t) for t in classes])
+        return
+    from rich.table import Table
+
+    table = Table("GPU", "CC", "Driver", "CUDA", "Count", "Memory MiB", "Selects it", "Nodes", title=f"GPU classes ({source})", title_justify="left")
+    for t in classes:
+        selects = " ".join(filter(None, [f"--gres=gpu:{t.gres}:1" if t.gres else "", ",".join(t.features), ",".join(t.devices)]))
+        table.add_row(escape(t.name), t.cc or "?", t.driver or "?", t.cuda_driver or "?", str(t.count), str(t.memory_mib or "?"),
+                      escape(selects), escape(",".join(t.nodes)))
+    out.print(table if classes else f"no GPU found by {source} discovery")
 
 
 def main() -> None:

@@ -67,6 +67,11 @@ class Target:
     count: int = 0
     devices: tuple[str, ...] = ()  # CUDA_VISIBLE_DEVICES values that select it
     declared: bool = False  # from the plan, not discovered
+    gres: str | None = None  # Slurm GRES type ("a100" in gpu:a100:1)
+    features: tuple[str, ...] = ()  # Slurm node features to require (--constraint)
+    selector: tuple[str, ...] = ()  # Kubernetes node labels "key=value" that select it
+    nodes: tuple[str, ...] = ()  # the nodes that have it, where discovery knows
+    mig: bool | None = None  # MIG mode, where discovery knows
 
     @property
     def key(self) -> str:
@@ -82,13 +87,14 @@ class Target:
 class SweepSpec:
     name: str
     stacks: tuple[StackSpec, ...]
-    targets: str | tuple[Target, ...]  # "local", or declared GPU classes
+    targets: str | tuple[Target, ...]  # "local", "discover" (the executor's pool), or declared GPU classes
     timeouts: Timeouts = field(default_factory=Timeouts)
     executor: str = "local"
     max_parallel_installs: int = 2
     platform: str = "x86_64-manylinux_2_28"
     wheelhouse: str | None = None
     offline: bool = False
+    executor_options: dict = field(default_factory=dict)  # the plan's [slurm] table, etc.
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,13 @@ else:  # pragma: no cover
 
 TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
-    "max_parallel_installs", "platform", "wheelhouse", "offline",
+    "max_parallel_installs", "platform", "wheelhouse", "offline", "slurm",
 }
 STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
-TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count"}
+TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
+EXECUTOR_KEYS = {"slurm": {"partition", "account"}}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "cell", "pending"}
-EXECUTORS = ("local",)
+EXECUTORS = ("local", "slurm")
 
 DEFAULT_VARIANTS = {
     "torch": ("default",),
@@ -157,9 +158,16 @@ def _target(table: object, index: int) -> Target:
     memory = table.get("memory_mib")
     if memory is not None and (not isinstance(memory, int) or memory < 1):
         raise UserError(f"{where}: memory_mib must be a whole number of MiB.")
+    gres = table.get("gres")
+    if gres is not None and (not isinstance(gres, str) or not re.match(r"^[A-Za-z0-9_.-]+$", gres)):
+        raise UserError(f"{where}: gres {gres!r} is not a Slurm GRES type like 'a100'.")
+    features = table.get("features", [])
+    if not isinstance(features, list) or not all(isinstance(f, str) and re.match(r"^[A-Za-z0-9_.-]+$", f) for f in features):
+        raise UserError(f"{where}: features must be a list of Slurm feature names like ['hbm'].")
     return Target(
         name=name, cc=str(cc) if cc else None, driver=str(driver) if driver else None,
         cuda_driver=table.get("cuda_driver"), memory_mib=memory, count=count, declared=True,
+        gres=gres, features=tuple(features),
     )
 
 
@@ -188,13 +196,15 @@ def _spec(data: dict) -> SweepSpec:
         raise UserError("the plan has no [[stacks]]; add at least one with framework = ... and versions = ....")
     stacks = tuple(_stack(table, i, default_pythons) for i, table in enumerate(stacks_data, 1))
 
-    targets_data = data.get("targets", "local")
-    if targets_data == "local":
-        targets: str | tuple[Target, ...] = "local"
+    targets_data = data.get("targets", "local" if executor == "local" else "discover")
+    if targets_data in ("local", "discover"):
+        if targets_data == "local" and executor != "local":
+            raise UserError(f"targets = \"local\" means this machine's GPUs; with executor {executor!r} write targets = \"discover\" or [[targets]].")
+        targets: str | tuple[Target, ...] = targets_data
     elif isinstance(targets_data, list) and targets_data:
         targets = tuple(_target(t, i) for i, t in enumerate(targets_data, 1))
     else:
-        raise UserError("'targets' must be \"local\" or a list of [[targets]] tables.")
+        raise UserError("'targets' must be \"local\", \"discover\" or a list of [[targets]] tables.")
 
     timeouts_data = data.get("timeouts", {})
     if not isinstance(timeouts_data, dict):
@@ -216,10 +226,22 @@ def _spec(data: dict) -> SweepSpec:
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
         raise UserError("offline must be true or false.")
+    options: dict = {}
+    for section, allowed in EXECUTOR_KEYS.items():
+        if section in data:
+            if section != executor:
+                raise UserError(f"[{section}] is given but the executor is {executor!r}.")
+            if not isinstance(data[section], dict):
+                raise UserError(f"[{section}] must be a table.")
+            _check_keys(data[section], allowed, f"[{section}]")
+            for key, value in data[section].items():
+                if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_.,-]+$", value):
+                    raise UserError(f"[{section}] {key} {value!r} is not a plain name.")
+            options = dict(data[section])
     return SweepSpec(
         name=name, stacks=stacks, targets=targets, timeouts=Timeouts(**durations),
         executor=executor, max_parallel_installs=parallel, platform=platform,
-        wheelhouse=wheelhouse, offline=offline,
+        wheelhouse=wheelhouse, offline=offline, executor_options=options,
     )
 
 

@@ -121,7 +121,8 @@ def _stack_from(data: dict) -> Stack:
 
 
 def _target_from(data: dict) -> Target:
-    return Target(**{**data, "devices": tuple(data["devices"])})
+    tuples = {k: tuple(data[k]) for k in ("devices", "features", "selector", "nodes") if k in data}
+    return Target(**{**data, **tuples})
 
 
 def _import_fact(name: str):

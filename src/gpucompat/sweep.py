@@ -15,8 +15,9 @@ from pathlib import Path
 from . import analysis, space
 from .discover import local as local_discovery
 from .envs import current as current_env
+from .errors import UserError
+from .executors import make_executor
 from .executors.base import DONE, Executor
-from .executors.local import LocalExecutor
 from .knowledge import fatbin, rules
 from .knowledge.rules import Prediction, Reason
 from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
@@ -47,8 +48,17 @@ class RunOptions:
 
 
 def targets_for(spec: SweepSpec) -> list[Target]:
-    if spec.targets == "local":
+    if spec.targets == "discover" and spec.executor == "slurm":
+        from .discover import slurm
+
+        found = slurm.discover()
+        if not found:
+            raise UserError("the Slurm cluster lists no node with a gpu GRES; declare [[targets]] instead.")
+        return found
+    if spec.targets in ("local", "discover"):
         return local_discovery.discover()
+    if spec.executor != "local":
+        return list(spec.targets)
     # Declared classes: on the local executor, bind each to this machine's GPUs of that class.
     local = local_discovery.gpu_classes(local_discovery.local_gpus())
     bound = []
@@ -139,7 +149,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         else:
             runnable.append(cell)
 
-    executor: Executor = LocalExecutor(spec.timeouts, spec.max_parallel_installs, options.wheelhouse, options.offline)
+    executor: Executor = make_executor(spec, options.wheelhouse, options.offline)
     prechecked = executor.precheck(runnable)
     jobs_cells = []
     for cell in runnable:
@@ -175,3 +185,13 @@ def classify_observation(resolved: ResolvedStack, observation: Observation) -> O
         return analysis.classify(resolved, observation)
     except Exception as exc:  # noqa: BLE001
         return Outcome("INTERNAL", observation.timed_out_stage or "compute", f"gpucompat could not classify this cell: {exc!r}", {"bug": repr(exc)})
+
+
+def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress) -> list[Path]:
+    """Everything a real run would submit, written under `out`; nothing is submitted or stored."""
+    store = Store("sqlite://")  # in memory: a dry run leaves no sweep behind
+    sweep_id = start(store, spec, plan_text, None, options, progress)
+    executor = make_executor(spec, options.wheelhouse, options.offline)
+    cells = [cell for cell in store.cells_of(sweep_id) if cell.resolved.ok]
+    executor.prepare(cells, out.resolve())
+    return sorted(p for p in out.rglob("*") if p.is_file())

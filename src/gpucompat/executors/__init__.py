@@ -1,1 +1,17 @@
-"""Executors: one module each, one interface (base.Executor)."""
+"""Executors: one module each, one interface (base.Executor), chosen by name here."""
+
+from __future__ import annotations
+
+from ..model import SweepSpec
+from .base import Executor
+
+
+def make_executor(spec: SweepSpec, wheelhouse: str | None, offline: bool) -> Executor:
+    """The plan's executor, configured from its [<executor>] table."""
+    if spec.executor == "slurm":
+        from .slurm import SlurmExecutor
+
+        return SlurmExecutor(spec.timeouts, wheelhouse, offline, **spec.executor_options)
+    from .local import LocalExecutor
+
+    return LocalExecutor(spec.timeouts, spec.max_parallel_installs, wheelhouse, offline)

@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import platform
+import signal
 import socket
 import sys
 import time
@@ -356,7 +357,11 @@ def write(path, result):
     os.replace(tmp, path)
 
 
-def run(framework, result_path, stages=STAGES):
+def run(framework, result_path, stages=STAGES, stage_timeouts=None):
+    """stage_timeouts: {stage: seconds}. A batch job has no parent watching it, so the probe
+    arms SIGALRM itself; its default action ends the process even inside a hung C call, and
+    result.json already names the stage that was running."""
+    stage_timeouts = stage_timeouts or {}
     adapter = ADAPTERS[framework]()
     result = {
         "probe_version": PROBE_VERSION,
@@ -376,6 +381,9 @@ def run(framework, result_path, stages=STAGES):
         write(result_path, result)
         record = {"ok": False, "facts": {}}
         began = time.perf_counter()
+        if stage in stage_timeouts and hasattr(signal, "SIGALRM"):
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(max(1, int(stage_timeouts[stage])))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -390,6 +398,8 @@ def run(framework, result_path, stages=STAGES):
                 record["error"] = _error(exc)
                 if isinstance(exc, KeyboardInterrupt):
                     raise
+        if hasattr(signal, "SIGALRM"):
+            signal.alarm(0)
         record["duration_s"] = round(time.perf_counter() - began, 4)
         if caught:
             record["warnings"] = [str(w.message)[:2000] for w in caught][:20]
@@ -409,9 +419,11 @@ def main(argv=None):
     parser.add_argument("--framework", required=True, choices=sorted(ADAPTERS))
     parser.add_argument("--result", required=True, help="path of the JSON result, rewritten after every stage")
     parser.add_argument("--stages", default=",".join(STAGES))
+    parser.add_argument("--stage-timeouts", default="", help="e.g. import=300,device=120,compute=300 (seconds)")
     args = parser.parse_args(argv)
     stages = tuple(s for s in args.stages.split(",") if s)
-    result = run(args.framework, args.result, stages)
+    timeouts = dict((k, float(v)) for k, v in (item.split("=", 1) for item in args.stage_timeouts.split(",") if item))
+    result = run(args.framework, args.result, stages, timeouts)
     last = list(result["stages"].values())[-1] if result["stages"] else {}
     return 0 if last.get("ok") else 1
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A one-node Slurm cluster for the tests, from Debian's slurmctld, slurmd and munge:
+# everything under DIR, its own munge socket and ports, two fake GPU types backed by
+# plain files (gres.conf File=), no accounting daemon. Prints the SLURM_CONF path.
+#   tests/slurm/start-cluster.sh DIR
+set -euo pipefail
+dir=$(realpath -m "$1")
+host=$(hostname -s)
+mkdir -p "$dir"/{state,spool,dev,log}
+: > "$dir/dev/nvidia0"; : > "$dir/dev/nvidia1"
+dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
+chmod 400 "$dir/munge.key"
+munged --force --socket="$dir/munge.sock" --key-file="$dir/munge.key" --pid-file="$dir/munged.pid" \
+  --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed"
+
+cat > "$dir/slurm.conf" <<CONF
+ClusterName=gpucompat
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge.sock
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+SlurmctldPort=${SLURMCTLD_PORT:-16817}
+SlurmdPort=${SLURMD_PORT:-16818}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$dir/log/jobcomp.txt
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+MpiDefault=none
+ReturnToService=2
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=600
+KillWait=2
+OverTimeLimit=0
+MessageTimeout=20
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=2000 Gres=gpu:a100:1,gpu:h100:1 Feature=fakegpu,hbm State=UNKNOWN
+PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+cat > "$dir/gres.conf" <<CONF
+NodeName=$host Name=gpu Type=a100 File=$dir/dev/nvidia0
+NodeName=$host Name=gpu Type=h100 File=$dir/dev/nvidia1
+CONF
+export SLURM_CONF="$dir/slurm.conf"
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF" -N "$host"
+for _ in $(seq 1 60); do
+  if sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix)'; then echo "$SLURM_CONF"; exit 0; fi
+  sleep 0.5
+done
+echo "the test cluster did not come up; logs in $dir/log" >&2
+tail -n 20 "$dir"/log/*.log >&2
+exit 1
