@@ -20,13 +20,13 @@ else:  # pragma: no cover
 
 TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
-    "max_parallel_installs", "platform", "wheelhouse", "offline", "slurm",
+    "max_parallel_installs", "platform", "wheelhouse", "offline", "slurm", "kubernetes",
 }
 STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
-EXECUTOR_KEYS = {"slurm": {"partition", "account"}}
+EXECUTOR_KEYS = {"slurm": {"partition", "account"}, "kubernetes": {"image", "namespace"}}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "cell", "pending"}
-EXECUTORS = ("local", "slurm")
+EXECUTORS = ("local", "slurm", "htcondor", "kubernetes")
 
 DEFAULT_VARIANTS = {
     "torch": ("default",),
@@ -235,7 +235,7 @@ def _spec(data: dict) -> SweepSpec:
                 raise UserError(f"[{section}] must be a table.")
             _check_keys(data[section], allowed, f"[{section}]")
             for key, value in data[section].items():
-                if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_.,-]+$", value):
+                if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_.,:/@-]+$", value):
                     raise UserError(f"[{section}] {key} {value!r} is not a plain name.")
             options = dict(data[section])
     return SweepSpec(

@@ -35,6 +35,8 @@ class Progress:
 
     def cell_done(self, cell: Cell, outcome: Outcome) -> None: ...
 
+    def note(self, text: str) -> None: ...
+
 
 @dataclass
 class RunOptions:
@@ -48,12 +50,12 @@ class RunOptions:
 
 
 def targets_for(spec: SweepSpec) -> list[Target]:
-    if spec.targets == "discover" and spec.executor == "slurm":
-        from .discover import slurm
+    if spec.targets == "discover" and spec.executor != "local":
+        from importlib import import_module
 
-        found = slurm.discover()
+        found = import_module(f".discover.{spec.executor}", __package__).discover()
         if not found:
-            raise UserError("the Slurm cluster lists no node with a gpu GRES; declare [[targets]] instead.")
+            raise UserError(f"{spec.executor} discovery found no GPU in the pool; declare [[targets]] instead.")
         return found
     if spec.targets in ("local", "discover"):
         return local_discovery.discover()
@@ -159,10 +161,26 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         else:
             jobs_cells.append(cell)
 
-    jobs = executor.prepare(jobs_cells, _workdir(store, sweep_id, options))
-    if jobs:
-        executor.submit(jobs)
+    workdir = _workdir(store, sweep_id, options)
+    detached = getattr(executor, "detached", False)  # the scheduler runs the jobs on its own (a DAG)
+    if detached and row["status"] == "submitted":
+        jobs = executor.attach(jobs_cells, workdir)
+    else:
+        jobs = executor.prepare(jobs_cells, workdir)
+        if jobs:
+            executor.submit(jobs)
     waiting = {job.id: job for job in jobs}
+    if detached:
+        states = executor.poll()
+        for job_id in [j for j in waiting if states.get(j) == DONE]:
+            job = waiting.pop(job_id)
+            observation = executor.collect(job)
+            record(job.cell, classify_observation(job.cell.resolved, observation), observation)
+        store.finish_sweep(sweep_id, "submitted" if waiting else "done")
+        if waiting:
+            progress.note(f"{len(waiting)} cells are with {executor.name}: {executor.submitted}; "
+                          f"`gpucompat sweep --resume {sweep_id}` collects them once they finish")
+        return
     try:
         while waiting:
             states = executor.poll()

@@ -12,6 +12,14 @@ def make_executor(spec: SweepSpec, wheelhouse: str | None, offline: bool) -> Exe
         from .slurm import SlurmExecutor
 
         return SlurmExecutor(spec.timeouts, wheelhouse, offline, **spec.executor_options)
+    if spec.executor == "htcondor":
+        from .htcondor import HTCondorExecutor
+
+        return HTCondorExecutor(spec.timeouts, wheelhouse, offline)
+    if spec.executor == "kubernetes":
+        from .kubernetes import KubernetesExecutor
+
+        return KubernetesExecutor(spec.timeouts, **spec.executor_options)
     from .local import LocalExecutor
 
     return LocalExecutor(spec.timeouts, spec.max_parallel_installs, wheelhouse, offline)

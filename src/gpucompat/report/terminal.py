@@ -89,6 +89,9 @@ class RichProgress:
     def advance(self, name: str) -> None:
         self.bars.advance(self.tasks[name])
 
+    def note(self, text: str) -> None:
+        self.bars.console.print(escape(text))
+
     def cell_done(self, cell: Cell, outcome: Outcome) -> None:
         self.bars.console.print(
             f"  {code_text(outcome.code)} {escape(cell.stack.key)} on {escape(cell.target.key)}: {escape(outcome.summary[:200])}"
