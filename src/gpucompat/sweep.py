@@ -170,12 +170,16 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         if jobs:
             executor.submit(jobs)
     waiting = {job.id: job for job in jobs}
-    if detached:
+
+    def collect_finished() -> None:
         states = executor.poll()
         for job_id in [j for j in waiting if states.get(j) == DONE]:
             job = waiting.pop(job_id)
             observation = executor.collect(job)
             record(job.cell, classify_observation(job.cell.resolved, observation), observation)
+
+    if detached:
+        collect_finished()
         store.finish_sweep(sweep_id, "submitted" if waiting else "done")
         if waiting:
             progress.note(f"{len(waiting)} cells are with {executor.name}: {executor.submitted}; "
@@ -183,11 +187,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         return
     try:
         while waiting:
-            states = executor.poll()
-            for job_id in [j for j in waiting if states.get(j) == DONE]:
-                job = waiting.pop(job_id)
-                observation = executor.collect(job)
-                record(job.cell, classify_observation(job.cell.resolved, observation), observation)
+            collect_finished()
             if waiting:
                 time.sleep(0.05)
     except BaseException:

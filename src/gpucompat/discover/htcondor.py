@@ -11,9 +11,8 @@ parent already counts the GPUs.
 
 from __future__ import annotations
 
-import subprocess
-
 from ..errors import UserError
+from ..executors.base import run_command
 from ..model import Target
 
 CONSTRAINT = '(TotalGPUs > 0 || GPUs > 0) && SlotType =!= "Dynamic"'
@@ -78,12 +77,7 @@ def parse_long(text: str) -> list[Target]:
 
 
 def discover() -> list[Target]:
-    try:
-        proc = subprocess.run(["condor_status", "-long", "-constraint", CONSTRAINT], capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise UserError("condor_status is not on PATH: run this on an HTCondor access point.") from None
-    except subprocess.TimeoutExpired:
-        raise UserError("condor_status did not answer within 120 s; is the collector reachable?") from None
+    proc = run_command(["condor_status", "-long", "-constraint", CONSTRAINT], 120, "an HTCondor access point")
     if proc.returncode != 0:
         raise UserError(f"condor_status failed: {proc.stderr.strip()[:300]}")
     return parse_long(proc.stdout)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 
 from ..errors import UserError
+from ..executors.base import run_command
 from ..knowledge import tables
 from ..model import Target
 
@@ -65,13 +65,9 @@ def classes_from_nodes(text: str) -> list[Target]:
     return targets
 
 
-def discover(scontrol: str = "scontrol") -> list[Target]:
-    try:
-        proc = subprocess.run([scontrol, "show", "node", "-o"], capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise UserError("scontrol is not on PATH: run this on a Slurm submit host.") from None
-    except subprocess.TimeoutExpired:
-        raise UserError("scontrol show node did not answer within 60 s; is slurmctld reachable?") from None
+def discover() -> list[Target]:
+    command = ["scontrol", "show", "node", "-o"]
+    proc = run_command(command, 60, "a Slurm submit host")
     if proc.returncode != 0:
-        raise UserError(f"{shlex.join([scontrol, 'show', 'node', '-o'])} failed: {proc.stderr.strip()[:300]}")
+        raise UserError(f"{shlex.join(command)} failed: {proc.stderr.strip()[:300]}")
     return classes_from_nodes(proc.stdout)

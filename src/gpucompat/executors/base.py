@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..errors import UserError
 from ..model import Cell, Observation
 
 # Job states an executor reports from poll().
@@ -40,3 +43,14 @@ class Executor(Protocol):
     def collect(self, job: JobDir) -> Observation: ...
 
     def cancel(self, jobs: list[JobDir]) -> None: ...
+
+
+def run_command(command: list[str], timeout: float, where: str) -> subprocess.CompletedProcess:
+    """A scheduler's command-line tool; its absence or silence is one sentence, not a traceback.
+    `where`: the kind of host it runs on ("a Slurm submit host")."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise UserError(f"{command[0]} is not on PATH: run this on {where}.") from None
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{shlex.join(command[:3])} did not answer within {timeout:.0f} s; is the scheduler reachable?") from None

@@ -22,10 +22,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import envs
-from ..errors import UserError
 from ..model import Cell, Observation, Target, Timeouts
 from ..space import cache_dir
-from .base import DONE, RUNNING, WAITING, JobDir
+from .base import DONE, RUNNING, WAITING, JobDir, run_command
 from .local import PROBE_SOURCE, READY_MARKER, _tail
 
 ACTIVE = {"PENDING": WAITING, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING}
@@ -96,13 +95,8 @@ class SlurmExecutor:
         return max(1, math.ceil((self.timeouts.install + self.timeouts.cell) / 60))
 
     @staticmethod
-    def _run(command: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-        try:
-            return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        except FileNotFoundError:
-            raise UserError(f"{command[0]} is not on PATH: run Slurm sweeps on a Slurm submit host.") from None
-        except subprocess.TimeoutExpired:
-            raise UserError(f"{shlex.join(command[:3])} ... did not answer within {timeout:.0f} s; is slurmctld reachable?") from None
+    def _run(command: list[str]) -> subprocess.CompletedProcess:
+        return run_command(command, 60, "a Slurm submit host")
 
     # -- Executor protocol ---------------------------------------------------------------
 
