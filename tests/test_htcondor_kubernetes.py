@@ -113,6 +113,7 @@ def test_htcondor_dag_and_submit_files_parse_with_the_bindings(isolated):
     for sub in sorted(out.glob("cell*.sub")):
         submit = htcondor2.Submit(sub.read_text())
         assert submit["request_gpus"] == "1" and submit["gpus_minimum_runtime"] == "12.4"
+        assert submit["gpus_minimum_capability"] in ("8.0", "6.1")
         assert submit["periodic_remove"] == "(JobStatus == 1) && (time() - QDate) > 21600"
         assert submit["require_gpus"].startswith(("Capability == 8.0 && DeviceName == ", "Capability == 6.1 && DeviceName == "))
         cell = Path(submit["initialdir"])
@@ -174,3 +175,10 @@ def test_result_comes_back_from_the_pod_log():
     log = f"some framework noise\n{BEGIN}\n{{\"finished\": true, \"stages\": {{}}}}\n{END}\n"
     assert result_from_log(log) == {"finished": True, "stages": {}}
     assert result_from_log("killed before the end") == {}
+
+
+def test_discover_says_what_is_missing_in_one_sentence(isolated):
+    for source in ("htcondor", "kubernetes"):
+        proc = run_cli("discover", "--source", source, env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(isolated / "none")})
+        assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+    assert "unknown source" in run_cli("discover", "--source", "pbs").stderr

@@ -394,19 +394,16 @@ def report(
 @app.command()
 @guarded
 def discover(
-    source: str = typer.Option("local", help="local (NVML, nvidia-smi) or slurm (scontrol show node)."),
+    source: str = typer.Option("local", help="local (NVML, nvidia-smi), slurm (scontrol), htcondor (condor_status) or kubernetes (GFD labels)."),
     json_out: bool = typer.Option(False, "--json", help="Print the GPU classes as JSON."),
 ):
     """The GPU classes a pool offers: name, compute capability, driver, count, and what selects them."""
     from dataclasses import asdict
+    from importlib import import_module
 
-    if source == "local":
-        from .discover.local import discover as find
-    elif source == "slurm":
-        from .discover.slurm import discover as find
-    else:
-        raise UserError(f"unknown source {source!r}; this version reads: local, slurm.")
-    classes = [t for t in find() if t.count or source != "local"]
+    if source not in ("local", "slurm", "htcondor", "kubernetes"):
+        raise UserError(f"unknown source {source!r}; expected one of: local, slurm, htcondor, kubernetes.")
+    classes = [t for t in import_module(f"gpucompat.discover.{source}").discover() if t.count or source != "local"]
     if json_out:
         _print_json([asdict(t) for t in classes])
         return
@@ -414,7 +411,7 @@ def discover(
 
     table = Table("GPU", "CC", "Driver", "CUDA", "Count", "Memory MiB", "Selects it", "Nodes", title=f"GPU classes ({source})", title_justify="left")
     for t in classes:
-        selects = " ".join(filter(None, [f"--gres=gpu:{t.gres}:1" if t.gres else "", ",".join(t.features), ",".join(t.devices)]))
+        selects = " ".join(filter(None, [f"--gres=gpu:{t.gres}:1" if t.gres else "", ",".join(t.features), ",".join(t.devices), ",".join(t.selector)]))
         table.add_row(escape(t.name), t.cc or "?", t.driver or "?", t.cuda_driver or "?", str(t.count), str(t.memory_mib or "?"),
                       escape(selects), escape(",".join(t.nodes)))
     out.print(table if classes else f"no GPU found by {source} discovery")

@@ -146,6 +146,8 @@ class HTCondorExecutor:
             requirement = gpu_requirement(cell.target)
             if requirement:
                 description["require_gpus"] = requirement
+            if cell.target.cc:
+                description["gpus_minimum_capability"] = cell.target.cc
             if cell.resolved.cuda_runtime:
                 description["gpus_minimum_runtime"] = cell.resolved.cuda_runtime
             dag.layer(name=f"cell{cell.id}", submit_description=htcondor2.Submit(description),
