@@ -7,7 +7,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import UserError
 from ..model import FRAMEWORKS
-from ..space import cuda_runtime_package, requirements_for
+from ..space import requirements_for
 from . import tables
 from .explain import target
 from .rules import PASS, predict
