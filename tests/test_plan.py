@@ -66,6 +66,10 @@ def test_good_plan_is_parsed_with_every_value():
     ('targets = "cluster"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "'targets' must be"),
     ('[[targets]]\nname="A100"\ncc="eight"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a compute capability"),
     ('executor = "pbs"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "unknown executor 'pbs'"),
+    ('[[targets]]\nname="A100"\ncuda_driver="twelve"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a CUDA version"),
+    ('executor = "slurm"\n[slurm]\nqueue="x"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "[slurm]: unknown key 'queue'"),
+    ('executor = "slurm"\ntargets = "local"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "write targets = \"discover\""),
+    ('[kubernetes]\nimage="x"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "the executor is 'local'"),
     ('[[stacks]\nframework="torch"', "is not valid TOML"),
 ])
 def test_each_mistake_gets_one_clear_sentence(text, expected):

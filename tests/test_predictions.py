@@ -76,3 +76,22 @@ def test_a_schema_1_database_is_migrated_and_keeps_its_results(tmp_path):
     assert len(rows) == 10 and sum(r["code"] == "PASS" for r in rows) == 9 and all(r["observed"] for r in rows)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_a_class_known_only_by_its_drivers_cuda_is_judged_by_the_oldest_such_driver(isolated):
+    plan = write(isolated / "plan.toml", """
+name = "htcondor-like"
+executor = "htcondor"
+[[targets]]
+name = "NVIDIA GeForce GTX 1080"
+cc = "6.1"
+cuda_driver = "11.6"
+[[stacks]]
+framework = "cuda-runtime"
+versions = ["11.8", "12.4"]
+""")
+    run_cli("sweep", str(plan), check=0)
+    store = Store()
+    predicted = {c.stack.version: store.predictions_of(store.latest_sweep_id())[c.id] for c in store.cells_of(store.latest_sweep_id())}
+    assert predicted["11.8"]["verdict"] == "pass"  # same major, minor-version compatibility from 510.39.01 >= 450.80.02
+    assert (predicted["12.4"]["verdict"], predicted["12.4"]["code"]) == ("fail", "DRIVER_TOO_OLD")

@@ -158,6 +158,9 @@ def _target(table: object, index: int) -> Target:
     memory = table.get("memory_mib")
     if memory is not None and (not isinstance(memory, int) or memory < 1):
         raise UserError(f"{where}: memory_mib must be a whole number of MiB.")
+    cuda_driver = table.get("cuda_driver")
+    if cuda_driver is not None and not re.match(r"^\d{1,2}\.\d$", str(cuda_driver)):
+        raise UserError(f"{where}: cuda_driver {cuda_driver!r} is not a CUDA version like '12.2' (the newest CUDA the driver supports).")
     gres = table.get("gres")
     if gres is not None and (not isinstance(gres, str) or not re.match(r"^[A-Za-z0-9_.-]+$", gres)):
         raise UserError(f"{where}: gres {gres!r} is not a Slurm GRES type like 'a100'.")
@@ -166,7 +169,7 @@ def _target(table: object, index: int) -> Target:
         raise UserError(f"{where}: features must be a list of Slurm feature names like ['hbm'].")
     return Target(
         name=name, cc=str(cc) if cc else None, driver=str(driver) if driver else None,
-        cuda_driver=table.get("cuda_driver"), memory_mib=memory, count=count, declared=True,
+        cuda_driver=str(cuda_driver) if cuda_driver else None, memory_mib=memory, count=count, declared=True,
         gres=gres, features=tuple(features),
     )
 

@@ -18,7 +18,7 @@ from .envs import current as current_env
 from .errors import UserError
 from .executors import make_executor
 from .executors.base import DONE, Executor
-from .knowledge import fatbin, rules
+from .knowledge import fatbin, rules, tables
 from .knowledge.rules import Prediction, Reason
 from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import parse_plan
@@ -107,12 +107,17 @@ def prediction_for(cell: Cell) -> Prediction:
                                          "IMPORT_FAILED", "import")], {})
         version, variant = found
     python = stack.python if stack.python[:1].isdigit() else None
-    prediction = rules.predict(stack.framework, version, variant, cell.target.cc, cell.target.driver, python, resolved.cuda_runtime)
+    driver = cell.target.driver
+    if driver is None and cell.target.cuda_driver:
+        # HTCondor advertises the CUDA version a driver supports, not its number: judge by the
+        # oldest driver that supports that CUDA, a lower bound of the real one
+        driver = (tables.cuda_row(cell.target.cuda_driver) or {}).get("toolkit_driver_min")
+    prediction = rules.predict(stack.framework, version, variant, cell.target.cc, driver, python, resolved.cuda_runtime)
     if stack.env == "current" and any(r.rule == "architecture" and r.verdict == "uncertain" for r in prediction.reasons):
         # the tables do not know this build: read its kernels from the installed binaries
         archs = fatbin.installed_archs(stack.framework)
         if archs:
-            prediction = rules.predict(stack.framework, version, variant, cell.target.cc, cell.target.driver, python,
+            prediction = rules.predict(stack.framework, version, variant, cell.target.cc, driver, python,
                                        resolved.cuda_runtime, arch=archs)
     return prediction
 
