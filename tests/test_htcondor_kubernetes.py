@@ -121,8 +121,8 @@ def test_htcondor_dag_and_submit_files_parse_with_the_bindings(isolated):
 
 
 def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
-    plan = write(isolated / "plan.toml", PLAN.format(executor="htcondor", extra=""))
-    proc = run_cli("sweep", str(plan), check=0)
+    plan = write(isolated / "plan.toml", PLAN.format(executor="local", extra=""))
+    proc = run_cli("sweep", str(plan), "--executor", "htcondor", check=0)  # the override holds on --resume too
     assert "condor_submit_dag sweep.dag" in proc.stderr  # no schedd here: the exact command to run by hand
     listed = json.loads(run_cli("results", "--list", "--json", check=0).stdout)
     assert listed[-1]["status"] == "submitted" and listed[-1]["done"] == 0

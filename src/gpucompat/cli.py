@@ -104,7 +104,7 @@ def sweep(
     offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
     workdir: Optional[Path] = typer.Option(None, help="Where job directories go (default: beside the database)."),
     skip_predicted_failures: bool = typer.Option(False, "--skip-predicted-failures", help="Run no job for cells the knowledge predicts to fail; they are stored as predicted, not observed."),
-    executor: Optional[str] = typer.Option(None, help="Override the plan's executor (local, slurm)."),
+    executor: Optional[str] = typer.Option(None, help="Override the plan's executor (local, slurm, htcondor, kubernetes)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Write every file a real run would submit into --out, submit nothing."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
@@ -128,17 +128,11 @@ def sweep(
         if wheelhouse is not None and not wheelhouse.is_dir():
             raise UserError(f"--wheelhouse {str(wheelhouse)!r} is not a directory.")
         spec, text = load_plan(plan)
-        if executor is not None:
-            from dataclasses import replace
-
-            from .plan import EXECUTORS
-
-            if executor not in EXECUTORS:
-                raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
-            spec = replace(spec, executor=executor, targets="discover" if spec.targets == "local" and executor != "local" else spec.targets)
+        spec = pipeline.with_executor(spec, executor)
         options = pipeline.RunOptions(
             wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline,
             workdir=str(workdir.resolve()) if workdir else None, skip_predicted_failures=skip_predicted_failures,
+            executor=executor,
         )
         if dry_run:
             if out_dir is None:

@@ -44,9 +44,22 @@ class RunOptions:
     offline: bool = False
     workdir: str | None = None  # where job directories go; default beside the database
     skip_predicted_failures: bool = False  # spend no GPU time on cells the knowledge says fail
+    executor: str | None = None  # --executor: overrides the plan's, also when resuming
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:
+    """The plan with another executor (--executor); its own machine's GPUs become the pool's."""
+    if executor is None or executor == spec.executor:
+        return spec
+    from .plan import EXECUTORS
+
+    if executor not in EXECUTORS:
+        raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
+    targets = "discover" if spec.targets == "local" and executor != "local" else spec.targets
+    return replace(spec, executor=executor, targets=targets)
 
 
 def targets_for(spec: SweepSpec) -> list[Target]:
@@ -85,7 +98,7 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     progress.phase("resolve", len(stacks))
     resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
     # What resume needs is stored with the sweep: the plan text and the effective options.
-    options = RunOptions(wheelhouse, offline, options.workdir, options.skip_predicted_failures)
+    options = RunOptions(wheelhouse, offline, options.workdir, options.skip_predicted_failures, options.executor)
     sweep_id = store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict())
     store.add_cells(sweep_id, targets, resolved)
     store.add_predictions({cell.id: prediction_for(cell).to_dict() for cell in store.cells_of(sweep_id)})
@@ -132,8 +145,8 @@ def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:
 def run(store: Store, sweep_id: int, progress: Progress) -> None:
     """Give every cell of the sweep without a verdict one; interrupted runs leave the rest pending."""
     row = store.sweep(sweep_id)
-    spec = parse_plan(row["plan_text"], row["plan_path"] or f"sweep {sweep_id}")
     options = RunOptions(**row["options"])
+    spec = with_executor(parse_plan(row["plan_text"], row["plan_path"] or f"sweep {sweep_id}"), options.executor)
     pending = store.cells_of(sweep_id, pending_only=True)
     progress.phase("cells", len(pending))
 
