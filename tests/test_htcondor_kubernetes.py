@@ -115,7 +115,7 @@ def test_htcondor_dag_and_submit_files_parse_with_the_bindings(isolated):
         assert submit["request_gpus"] == "1" and submit["gpus_minimum_runtime"] == "12.4"
         assert submit["gpus_minimum_capability"] in ("8.0", "6.1")
         assert submit["periodic_remove"] == "(JobStatus == 1) && (time() - QDate) > 21600"
-        assert submit["require_gpus"].startswith(("Capability == 8.0 && DeviceName == ", "Capability == 6.1 && DeviceName == "))
+        assert submit["require_gpus"] in ("Capability == 8.0", "Capability == 6.1")  # declared classes: by capability
         cell = Path(submit["initialdir"])
         assert {"run.sh", "probe.py", "install.sh", "post.sh"} <= {p.name for p in cell.iterdir()}
 
@@ -182,3 +182,11 @@ def test_discover_says_what_is_missing_in_one_sentence(isolated):
         proc = run_cli("discover", "--source", source, env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(isolated / "none")})
         assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
     assert "unknown source" in run_cli("discover", "--source", "pbs").stderr
+
+
+def test_discovered_classes_are_required_by_name_too():
+    from gpucompat.executors.htcondor import gpu_requirement
+
+    titan = next(t for t in parse_long(ADS) if t.name == "NVIDIA TITAN V")
+    assert gpu_requirement(titan) == 'Capability == 7.0 && DeviceName == "NVIDIA TITAN V"'
+    assert htcondor2.Submit({"request_gpus": "1", "require_gpus": gpu_requirement(titan)})["require_gpus"] == gpu_requirement(titan)

@@ -38,11 +38,13 @@ def _bindings():
 
 
 def gpu_requirement(target: Target) -> str | None:
-    """The require_gpus expression for a class (ClassAd syntax, values quoted)."""
+    """The require_gpus expression for a class (ClassAd syntax, values quoted). The device name
+    is required only for discovered classes, whose names are the pool's own; a declared name
+    ("NVIDIA A100") may be a family, so there the capability alone selects."""
     parts = []
     if target.cc:
         parts.append(f"Capability == {float(target.cc):.1f}")
-    if target.name and not target.name.startswith(("no GPU", "gpu (")):
+    if not target.declared and target.name:
         parts.append('DeviceName == "' + target.name.replace("\\", "\\\\").replace('"', '\\"') + '"')
     return " && ".join(parts) or None
 
