@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .discover import local
 from .envs.current import installed
-from .executors.local import PROBE_SOURCE
+from .executors.base import PROBE_SOURCE
 from .knowledge import tables
 from .knowledge.rules import predict, suggest_fix
 from .model import FRAMEWORKS

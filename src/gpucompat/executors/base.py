@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ..errors import UserError
-from ..model import Cell, Observation
+from ..model import Cell, Observation, Timeouts
+
+PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe" / "probe.py"
 
 # Job states an executor reports from poll().
 WAITING, INSTALLING, RUNNING, DONE = "waiting", "installing", "running", "done"
@@ -54,3 +59,31 @@ def run_command(command: list[str], timeout: float, where: str) -> subprocess.Co
         raise UserError(f"{command[0]} is not on PATH: run this on {where}.") from None
     except subprocess.TimeoutExpired:
         raise UserError(f"{shlex.join(command[:3])} did not answer within {timeout:.0f} s; is the scheduler reachable?") from None
+
+
+def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:
+    """A clean directory for one cell (a resumed cell starts over) with the probe and job.json."""
+    path = workdir / f"cell-{cell.id}"
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    shutil.copyfile(PROBE_SOURCE, path / "probe.py")
+    record = {"cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target), "pins": list(cell.resolved.pins), **facts}
+    (path / "job.json").write_text(json.dumps(record, indent=1))
+    return path
+
+
+def stage_timeout_arg(timeouts: Timeouts) -> str:
+    """The probe's --stage-timeouts value, for jobs no parent process watches."""
+    return ",".join(f"{stage}={int(timeouts.for_stage(stage))}" for stage in ("import", "device", "compute"))
+
+
+def tail(path: Path, limit: int = 6000) -> str:
+    """The end of a log file ('' if there is none)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - limit))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""

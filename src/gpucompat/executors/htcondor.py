@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
-from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import UserError
 from ..model import Cell, Observation, Target, Timeouts
-from .base import DONE, WAITING, JobDir
-from .local import PROBE_SOURCE, _tail
+from .base import DONE, WAITING, JobDir, new_job_dir, stage_timeout_arg, tail
 
 DAG_FILE = "sweep.dag"
 
@@ -107,23 +104,17 @@ class HTCondorExecutor:
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         htcondor2 = _bindings()
         workdir.mkdir(parents=True, exist_ok=True)
-        stage_timeouts = ",".join(f"{s}={int(self.timeouts.for_stage(s))}" for s in ("import", "device", "compute"))
+        stage_timeouts = stage_timeout_arg(self.timeouts)
         dag = htcondor2.dags.DAG()
         jobs = []
         for cell in cells:
-            path = workdir / f"cell-{cell.id}"
-            if path.exists():
-                shutil.rmtree(path)
-            path.mkdir(parents=True)
+            path = new_job_dir(cell, workdir)
             commands = cell.stack.env == "uv"  # a built environment is made on the execute node
             if commands:
                 # on the execute node: uv from its PATH, the environment in the job's scratch directory
                 (path / "install.sh").write_text("set -e\nuv venv --quiet env\nuv pip install --python env/bin/python --no-deps -r requirements.txt\n")
                 (path / "requirements.txt").write_text("\n".join(cell.resolved.pins) + "\n")
-            shutil.copyfile(PROBE_SOURCE, path / "probe.py")
             (path / "run.sh").write_text(job_script(cell, stage_timeouts, self.timeouts.install))
-            (path / "job.json").write_text(json.dumps({"cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target),
-                                                       "pins": list(cell.resolved.pins)}, indent=1))
             inputs = ["probe.py"] + (["install.sh", "requirements.txt"] if commands else [])
             description = {
                 "universe": "vanilla",
@@ -187,13 +178,13 @@ class HTCondorExecutor:
             facts = json.loads((job.path / "result.json").read_text())
         except (OSError, ValueError):
             facts = {}
-        removed = node_outcome(_tail(job.path / "job.log", 20000))
+        removed = node_outcome(tail(job.path / "job.log", 20000))
         if removed and not facts:
             return Observation(facts={}, no_match=removed)
         code = json.loads((job.path / "post.json").read_text()).get("return")
         failed = (job.path / "install.failed").read_text().strip() if (job.path / "install.failed").exists() else ""
         return Observation(facts=facts, returncode=code, signal=code - 128 if isinstance(code, int) and code > 128 else None,
-                           install_failed=bool(failed), install_log=_tail(job.path / "install.log"), stderr=_tail(job.path / "stderr.log"),
+                           install_failed=bool(failed), install_log=tail(job.path / "install.log"), stderr=tail(job.path / "stderr.log"),
                            timed_out_stage="install" if failed == "124" else None)
 
     def cancel(self, jobs: list[JobDir]) -> None:

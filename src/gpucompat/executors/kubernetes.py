@@ -19,8 +19,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..model import Cell, Observation, Target, Timeouts
-from .base import DONE, RUNNING, WAITING, JobDir
-from .local import PROBE_SOURCE
+from .base import DONE, PROBE_SOURCE, RUNNING, WAITING, JobDir, stage_timeout_arg
 
 BEGIN, END = "GPUCOMPAT-RESULT-BEGIN", "GPUCOMPAT-RESULT-END"
 
@@ -34,7 +33,7 @@ def node_selector(target: Target) -> dict[str, str]:
 
 
 def job_manifest(cell: Cell, sweep: str, image: str, namespace: str, timeouts: Timeouts) -> dict:
-    stage_timeouts = ",".join(f"{s}={int(timeouts.for_stage(s))}" for s in ("import", "device", "compute"))
+    stage_timeouts = stage_timeout_arg(timeouts)
     script = ["cp /gpucompat/probe.py /tmp/probe.py && cd /tmp || exit 70"]
     python = "python3"
     if cell.stack.env == "uv":

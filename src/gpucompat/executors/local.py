@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import shlex
-import shutil
 import signal
 import subprocess
 import threading
@@ -25,22 +24,11 @@ from pathlib import Path
 from .. import envs
 from ..model import Cell, Observation, Timeouts
 from ..space import cache_dir
-from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir
+from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, new_job_dir, tail
 
-PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe" / "probe.py"
 READY_MARKER = ".gpucompat-ready"
 CPU_ONLY_SLOTS = 2  # probes at once when no GPU is visible (none of them can reach a GPU)
 POLL_S = 0.05
-
-
-def _tail(path: Path, limit: int = 6000) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - limit))
-            return handle.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -83,19 +71,9 @@ class LocalExecutor:
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         jobs = []
         for cell in cells:
-            path = workdir / f"cell-{cell.id}"
-            if path.exists():  # a resumed cell starts clean
-                shutil.rmtree(path)
-            path.mkdir(parents=True)
-            provider = envs.provider(cell.stack.env)
             env_dir = self.env_root / cell.resolved.env_key
-            interpreter = provider.interpreter(cell.resolved, env_dir)
-            shutil.copyfile(PROBE_SOURCE, path / "probe.py")
-            (path / "job.json").write_text(json.dumps({
-                "cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target),
-                "pins": list(cell.resolved.pins), "env_dir": str(env_dir), "interpreter": interpreter,
-                "timeouts": asdict(self.timeouts),
-            }, indent=1))
+            interpreter = envs.provider(cell.stack.env).interpreter(cell.resolved, env_dir)
+            path = new_job_dir(cell, workdir, env_dir=str(env_dir), interpreter=interpreter, timeouts=asdict(self.timeouts))
             # CUDA_VISIBLE_DEVICES is set by the executor when it starts the job.
             (path / "run.sh").write_text(
                 "#!/bin/sh\n# gpucompat cell %d: %s on %s\ncd \"$(dirname \"$0\")\" || exit 70\n"
@@ -109,12 +87,10 @@ class LocalExecutor:
 
     def submit(self, jobs: list[JobDir]) -> None:
         slots: dict[tuple, queue.Queue] = {}
-        for job in jobs:
-            devices = job.cell.target.devices or tuple(f"cpu{i}" for i in range(CPU_ONLY_SLOTS))
-            if devices not in slots:
-                slots[devices] = queue.Queue()
-                for device in devices:
-                    slots[devices].put(device)
+        for devices in {self._devices(job) for job in jobs}:
+            slots[devices] = queue.Queue()
+            for device in devices:
+                slots[devices].put(device)
         installs: dict[str, Future] = {}
         install_pool = ThreadPoolExecutor(max_workers=self.max_parallel_installs, thread_name_prefix="install")
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 64)), thread_name_prefix="cell")
@@ -124,9 +100,13 @@ class LocalExecutor:
                 installs[key] = install_pool.submit(self._install, job)
             with self._lock:
                 self._states[job.id] = WAITING
-            devices = job.cell.target.devices or tuple(f"cpu{i}" for i in range(CPU_ONLY_SLOTS))
-            self._pool.submit(self._run_job, job, installs[key], slots[devices])
+            self._pool.submit(self._run_job, job, installs[key], slots[self._devices(job)])
         install_pool.shutdown(wait=False)
+
+    @staticmethod
+    def _devices(job: JobDir) -> tuple[str, ...]:
+        """The slots a job waits for: its class's GPUs, or a few CPU slots when none is visible."""
+        return job.cell.target.devices or tuple(f"cpu{i}" for i in range(CPU_ONLY_SLOTS))
 
     def poll(self) -> dict[int, str]:
         with self._lock:
@@ -165,9 +145,9 @@ class LocalExecutor:
                     log.flush()
                     code, timed_out = self._run(command, log, deadline - time.monotonic(), {})
                     if timed_out or code != 0:
-                        return False, _tail(log_path), timed_out
+                        return False, tail(log_path), timed_out
             (job.env_dir / READY_MARKER).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
-        return True, _tail(log_path), False
+        return True, tail(log_path), False
 
     def _run(self, command: list[str], log, timeout: float, env: dict) -> tuple[int | None, bool]:
         if self._cancelled.is_set():
@@ -255,6 +235,6 @@ class LocalExecutor:
         code = proc.returncode
         return Observation(
             facts=facts, returncode=code, signal=-code if code is not None and code < 0 else None,
-            timed_out_stage=timed_out_stage, stderr=_tail(job.path / "stderr.log"),
+            timed_out_stage=timed_out_stage, stderr=tail(job.path / "stderr.log"),
             duration_s=round(time.monotonic() - began, 3),
         )

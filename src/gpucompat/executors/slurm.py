@@ -15,17 +15,15 @@ import json
 import math
 import re
 import shlex
-import shutil
 import subprocess
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from .. import envs
 from ..model import Cell, Observation, Target, Timeouts
 from ..space import cache_dir
-from .base import DONE, RUNNING, WAITING, JobDir, run_command
-from .local import PROBE_SOURCE, READY_MARKER, _tail
+from .base import DONE, RUNNING, WAITING, JobDir, new_job_dir, run_command, stage_timeout_arg, tail
+from .local import READY_MARKER
 
 ACTIVE = {"PENDING": WAITING, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING}
 
@@ -115,19 +113,13 @@ class SlurmExecutor:
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         workdir.mkdir(parents=True, exist_ok=True)
         jobs, groups = [], {}
-        stage_timeouts = ",".join(f"{stage}={int(self.timeouts.for_stage(stage))}" for stage in ("import", "device", "compute"))
+        stage_timeouts = stage_timeout_arg(self.timeouts)
         for cell in cells:
-            path = workdir / f"cell-{cell.id}"
-            if path.exists():
-                shutil.rmtree(path)
-            path.mkdir(parents=True)
             provider = envs.provider(cell.stack.env)
             env_dir = self.env_root / cell.resolved.env_key
             interpreter = provider.interpreter(cell.resolved, env_dir)
             commands = provider.install_commands(cell.resolved, env_dir, self.wheelhouse, self.offline)
-            shutil.copyfile(PROBE_SOURCE, path / "probe.py")
-            (path / "job.json").write_text(json.dumps({"cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target),
-                                                       "pins": list(cell.resolved.pins), "interpreter": interpreter}, indent=1))
+            path = new_job_dir(cell, workdir, interpreter=interpreter)
             lines = ["#!/bin/bash", f"# gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}".replace("\n", " "),
                      f"cd {shlex.quote(str(path))} || exit 70"]
             if cell.stack.env != "current":
@@ -219,9 +211,9 @@ class SlurmExecutor:
             timed_out = "import" if timed_out == "system" else timed_out
         elif install_failed and (job.path / "install.failed").read_text().strip() == "124":
             timed_out = "install"
-        stderr = _tail(job.path / "stderr.log") + (f"\n[slurm] JobState={state} ExitCode={fields.get('ExitCode')}" if state else "")
+        stderr = tail(job.path / "stderr.log") + (f"\n[slurm] JobState={state} ExitCode={fields.get('ExitCode')}" if state else "")
         return Observation(facts=facts, returncode=returncode, signal=sig, timed_out_stage=timed_out,
-                           install_failed=install_failed, install_log=_tail(job.path / "install.log"), stderr=stderr,
+                           install_failed=install_failed, install_log=tail(job.path / "install.log"), stderr=stderr,
                            duration_s=_seconds(fields.get("RunTime", "0")))
 
     def cancel(self, jobs: list[JobDir]) -> None:
