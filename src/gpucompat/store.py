@@ -101,11 +101,13 @@ predictions = sa.Table(
 )
 
 
+def data_dir() -> Path:
+    """Where gpucompat keeps its database and job directories by default."""
+    return Path(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")) / "gpucompat"
+
+
 def default_url() -> str:
-    if os.environ.get("GPUCOMPAT_DB"):
-        return os.environ["GPUCOMPAT_DB"]
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return f"sqlite:///{Path(data_home) / 'gpucompat' / 'gpucompat.db'}"
+    return os.environ.get("GPUCOMPAT_DB") or f"sqlite:///{data_dir() / 'gpucompat.db'}"
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -7,7 +7,6 @@ interrupted sweep is the same call.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -23,7 +22,7 @@ from .knowledge.rules import Prediction, Reason
 from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import parse_plan
 from .resolve import resolve_all
-from .store import Store
+from .store import Store, data_dir
 
 
 class Progress:
@@ -135,11 +134,9 @@ def prediction_for(cell: Cell) -> Prediction:
     return prediction
 
 
-def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:
-    if options.workdir:
-        return Path(options.workdir).expanduser().resolve() / f"sweep-{sweep_id}"
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(data_home) / "gpucompat" / "runs" / f"sweep-{sweep_id}"
+def _workdir(sweep_id: int, options: RunOptions) -> Path:
+    root = Path(options.workdir).expanduser().resolve() if options.workdir else data_dir() / "runs"
+    return root / f"sweep-{sweep_id}"
 
 
 def run(store: Store, sweep_id: int, progress: Progress) -> None:
@@ -179,7 +176,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         else:
             jobs_cells.append(cell)
 
-    workdir = _workdir(store, sweep_id, options)
+    workdir = _workdir(sweep_id, options)
     detached = getattr(executor, "detached", False)  # the scheduler runs the jobs on its own (a DAG)
     if detached and row["status"] == "submitted":
         jobs = executor.attach(jobs_cells, workdir)
