@@ -16,9 +16,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 def test_every_captured_text_is_escaped(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'x.db'}")
-    sweep = store.create_sweep("<b>night</b>", "sweep", "", None, {})
     stack = Stack("torch", "2.4.1", "default", "3.11", "uv")
-    store.add_cells(sweep, [Target("<img src=x onerror=alert(1)>", "8.0", "535.104.05", count=1)], [ResolvedStack(stack, True)])
+    sweep = store.create_sweep("<b>night</b>", "sweep", "", None, {}, [Target("<img src=x onerror=alert(1)>", "8.0", "535.104.05", count=1)],
+                               [ResolvedStack(stack, True)], lambda r, t: {"verdict": "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []})
     cell = store.cells_of(sweep)[0]
     store.record_result(cell.id, Outcome("COMPUTE_ERROR", "compute", "RuntimeError: <script>alert(1)</script>",
                                          {"stderr_tail": "</pre><script>x()</script>"}), Observation({}))

@@ -53,10 +53,10 @@ def test_a_sweep_stored_in_postgresql(postgres_url, isolated):
 
 def test_one_verdict_per_cell_and_the_schema_guard(postgres_url):
     store = Store(postgres_url)
-    sweep = store.create_sweep("guard", "sweep", "", None, {})
     from gpucompat.model import Outcome, ResolvedStack, Stack, Target
 
-    store.add_cells(sweep, [Target("NVIDIA A100", "8.0", count=1)], [ResolvedStack(Stack("torch", "2.4.1", "default", "3.11", "uv"), True)])
+    sweep = store.create_sweep("guard", "sweep", "", None, {}, [Target("NVIDIA A100", "8.0", count=1)],
+                               [ResolvedStack(Stack("torch", "2.4.1", "default", "3.11", "uv"), True)], lambda r, t: {"verdict": "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []})
     cell = store.cells_of(sweep)[0]
     assert store.record_result(cell.id, Outcome("PASS", "compute", "ran"), None)
     assert not store.record_result(cell.id, Outcome("PASS", "compute", "again"), None)

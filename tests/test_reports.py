@@ -39,9 +39,9 @@ def _sweep(store, driver, outcomes):
     """A stored sweep on one H100 class: {cuda series: (code, stage, summary)}."""
     from gpucompat.model import Outcome, ResolvedStack, Stack, Target
 
-    sweep = store.create_sweep("quarterly", "sweep", "", None, {})
     resolved = [ResolvedStack(Stack("cuda-runtime", series, "default", "3.12", "uv"), True, cuda_runtime=series) for series in outcomes]
-    store.add_cells(sweep, [Target("NVIDIA H100 80GB HBM3", "9.0", driver, count=1)], resolved)
+    sweep = store.create_sweep("quarterly", "sweep", "", None, {}, [Target("NVIDIA H100 80GB HBM3", "9.0", driver, count=1)], resolved,
+                               lambda r, t: {"verdict": "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []})
     for cell in store.cells_of(sweep):
         store.record_result(cell.id, Outcome(*outcomes[cell.stack.version]), None)
     return sweep

@@ -7,14 +7,16 @@ from gpucompat.model import Observation, Outcome, ResolvedStack, Stack, Target
 from gpucompat.store import SCHEMA_VERSION, Store
 
 
-def sample(store):
-    sweep = store.create_sweep("s", "sweep", "plan text", "p.toml", {"offline": False, "wheelhouse": None, "workdir": None})
+PREDICTED = {"verdict": "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []}
+
+
+def sample(store, kind="sweep"):
     a = ResolvedStack(Stack("cuda-runtime", "12.4", "default", "3.11", "uv", ("nvidia-cuda-runtime-cu12==12.4.*",)), True,
                       ("nvidia-cuda-runtime-cu12==12.4.127",), "12.4")
     b = ResolvedStack(Stack("torch", "2.4.1", "default", "3.13", "uv", ("torch==2.4.1",)), False, error="no cp313 wheels")
     targets = [Target("NVIDIA H100 80GB HBM3", "9.0", "580.1", "13.0", 81559, 1, ("GPU-1",)), Target("no GPU visible")]
-    store.add_cells(sweep, targets, [a, b])
-    return sweep
+    return store.create_sweep("s", kind, "plan text", "p.toml", {"offline": False, "wheelhouse": None, "workdir": None},
+                              targets, [a, b], lambda resolved, target: PREDICTED)
 
 
 def test_round_trip_of_cells_and_results(tmp_path):
@@ -70,3 +72,27 @@ def test_foreign_database_and_bad_urls(tmp_path):
         Store(f"sqlite:///{tmp_path / 'e.db'}").sweep(42)
     with pytest.raises(UserError, match="no sweeps stored"):
         Store(f"sqlite:///{tmp_path / 'e.db'}").latest_sweep_id()
+
+
+def test_latest_counts_sweeps_only_and_a_check_is_addressed_by_id(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'l.db'}")
+    assert sample(store, "check") == 1
+    assert store.latest_sweep_id() == 1  # no sweep yet: `results` right after a `check` shows the check
+    with pytest.raises(UserError, match="only 0 sweep"):
+        store.sweep_ref("latest")
+    assert [sample(store, kind) for kind in ("sweep", "check", "sweep", "check")] == [2, 3, 4, 5]
+    assert store.latest_sweep_id() == 4
+    assert (store.sweep_ref("latest"), store.sweep_ref("latest~1"), store.sweep_ref(" 5 ")) == (4, 2, 5)
+    with pytest.raises(UserError, match=r"'latest~2': only 2 sweep\(s\)"):
+        store.sweep_ref("latest~2")
+    with pytest.raises(UserError, match="there is no sweep 9"):
+        store.sweep_ref("9")
+    with pytest.raises(UserError, match="not a sweep"):
+        store.sweep_ref("newest")
+
+
+def test_a_password_in_the_url_is_never_shown(tmp_path):
+    pytest.importorskip("psycopg")
+    with pytest.raises(UserError) as caught:
+        Store("postgresql+psycopg://gpucompat:s3cret@127.0.0.1:1/none")
+    assert "s3cret" not in str(caught.value) and "***" in str(caught.value)

@@ -1,19 +1,24 @@
 """Storage: SQLAlchemy Core on SQLite by default (WAL), any SQLAlchemy URL for PostgreSQL.
 
 One transaction per cell result, so a killed sweep loses nothing and `--resume`
-finishes it. A `schema_version` row guards against a newer schema: it is refused
-with a clear message, never silently rewritten.
+finishes it; one transaction for a new sweep with all its cells and predictions, so
+a sweep is stored whole or not at all. A `schema_version` row guards against a newer
+schema: it is refused with a clear message, never silently rewritten, and a refused
+or damaged file is never written to. Store(url, readonly=True) writes nothing at all.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import sqlalchemy as sa
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, OperationalError, ProgrammingError
 
 from .errors import UserError
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
@@ -110,12 +115,81 @@ def default_url() -> str:
     return os.environ.get("GPUCOMPAT_DB") or f"sqlite:///{data_dir() / 'gpucompat.db'}"
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+# What SQLite (or the server) says -> the sentence the user gets; checked in this order.
+_DB_ERRORS = (
+    (("malformed", "not a database", "encrypted"), "the database {url} is damaged ({error}); restore it from a backup or give --db another file."),
+    (("readonly", "read-only"), "the database {url} cannot be written here ({error}); give --db a writable database."),
+    (("locked", "busy"), "the database {url} stayed locked by another process ({error}); retry when that process has finished."),
+    (("disk i/o",), "the database {url} could not be read or written ({error}); check its disk and free space."),
+)
+
+
+def _is_uri(url: sa.engine.URL) -> bool:
+    return str(url.query.get("uri", "")).lower() in ("true", "1", "yes", "on")
+
+
+def _sqlite_file(url: sa.engine.URL) -> Path | None:
+    """The file a SQLite URL names, as a plain path or a file: URI; None for a database in memory."""
+    name = url.database or ""
+    if _is_uri(url) and name.startswith("file:"):
+        if url.query.get("mode") == "memory":
+            return None
+        name = unquote(name[5:].split("?")[0])
+        if name.startswith("//"):  # file://localhost/path or file:///path
+            name = name[name.find("/", 2):]
+    return None if name in ("", ":memory:") else Path(name)
+
+
+def _readonly_sqlite_url(path: Path) -> sa.engine.URL:
+    """How to open a SQLite file for reading only, leaving no -wal/-shm behind.
+
+    SQLite creates -wal and -shm beside a WAL database even for a mode=ro reader, and only a
+    writable connection deletes them again at its last close. So: where we could write, open
+    normally and let PRAGMA query_only refuse every write; where a writer's -wal is there,
+    mode=ro reads it and creates nothing; where we cannot write and no -wal is there, the
+    database is at rest and immutable=1 is the only way to read it that creates nothing (mode=ro
+    leaves -wal/-shm it cannot remove, or fails with "unable to open database file" in a directory
+    it cannot create them in). immutable=1 also skips locking: someone with more rights than ours,
+    writing meanwhile, could make a read fail or miss the newest rows (never change them).
+    """
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+    if Path(f"{path}-wal").exists():
+        mode = {"mode": "ro"}
+    elif writable:
+        return sa.engine.URL.create("sqlite", database=str(path))
+    else:
+        mode = {"mode": "ro", "immutable": "1"}
+    return sa.engine.URL.create("sqlite", database="file:" + quote(os.path.abspath(path)), query={**mode, "uri": "true"})
+
+
+def _sqlite_on_connect(readonly: bool):
+    def on_connect(dbapi_connection, _record) -> None:
+        # pysqlite's own BEGIN comes late and is never IMMEDIATE; SQLAlchemy's "begin" event emits ours (_sqlite_begin)
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        if readonly:
+            cursor.execute("PRAGMA query_only=ON")
+        cursor.close()
+    return on_connect
+
+
+def _sqlite_begin(conn) -> None:
+    # Writes say "BEGIN IMMEDIATE" (_immediate): it takes the write lock at the start, so writers queue
+    # for it (busy_timeout) instead of failing when a read turns into a write after another commit.
+    # None: no transaction, for the PRAGMA that SQLite refuses inside one.
+    begin = conn.get_execution_options().get("gpucompat_begin", "BEGIN")
+    if begin:
+        conn.exec_driver_sql(begin)
+
+
+def _racing(exc: DBAPIError) -> bool:
+    """Another process is creating or changing the same new database right now."""
+    text = str(exc.orig).lower()
+    return any(s in text for s in ("already exists", "duplicate key", "locked", "busy"))
 
 
 def _stack_from(data: dict) -> Stack:
@@ -132,94 +206,234 @@ def _import_fact(name: str):
 
 
 class Store:
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, readonly: bool = False):
+        """Open (and, unless readonly, create or migrate) the database at url.
+
+        readonly: create, migrate and write nothing; a database that does not exist yet reads as
+        empty. A SQLite URL with mode=ro is always opened this way.
+        """
         self.url = url or default_url()
         try:
             parsed = sa.engine.make_url(self.url)
         except ArgumentError:
             raise UserError(f"{self.url!r} is not a database URL (e.g. sqlite:///path/results.db or postgresql+psycopg://host/db).") from None
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self.shown = parsed.render_as_string(hide_password=True)
+        sqlite = parsed.get_backend_name() == "sqlite"
+        self.readonly = readonly or (sqlite and parsed.query.get("mode") == "ro")
+        path = _sqlite_file(parsed) if sqlite else None
+        if path is not None:
+            if not self._check_file(path):
+                self._in_memory()
+                return
+            if self.readonly and set(parsed.query) <= {"mode", "uri"}:  # a URL with other SQLite options is used as given
+                parsed = _readonly_sqlite_url(path)
         try:
             self.engine = sa.create_engine(parsed)
         except NoSuchModuleError:
             raise UserError(f"no database driver for {parsed.drivername!r}; for PostgreSQL install gpucompat[postgres].") from None
         except ModuleNotFoundError as exc:
             raise UserError(f"the database driver for {parsed.drivername!r} is not installed ({exc.name}); for PostgreSQL install gpucompat[postgres].") from None
-        if parsed.get_backend_name() == "sqlite":
-            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        self._migrate()
-
-    def _migrate(self) -> None:
+        if sqlite:
+            sa.event.listen(self.engine, "connect", _sqlite_on_connect(self.readonly))
+            sa.event.listen(self.engine, "begin", _sqlite_begin)
+        elif self.readonly and parsed.get_backend_name() == "postgresql":
+            self.engine = self.engine.execution_options(postgresql_readonly=True)
         try:
-            with self.engine.begin() as conn:
-                inspector = sa.inspect(conn)
-                if inspector.has_table("meta"):
-                    row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first()
-                    found = int(row[0]) if row else 0
-                    if found > SCHEMA_VERSION:
+            with self._errors():
+                self._open(sqlite_file=path is not None)
+        except UserError:
+            self.engine.dispose()  # close the check's connection: a refused file is left exactly as it was
+            raise
+
+    def close(self) -> None:
+        """Close the database's connections (SQLite removes its -wal and -shm files when the last one closes)."""
+        self.engine.dispose()
+
+    def _check_file(self, path: Path) -> bool:
+        """Refuse what SQLite must not touch, before it touches it. False: readonly and nothing there."""
+        if path.is_dir():
+            raise UserError(f"{path} is a directory, not a database file; give --db a file, e.g. sqlite:///{path / 'gpucompat.db'}.")
+        if path.exists():
+            try:
+                with path.open("rb") as f:
+                    header = f.read(len(SQLITE_HEADER))
+            except OSError as exc:
+                raise UserError(f"cannot read the database {path}: {exc.strerror}.") from None
+            if header and header != SQLITE_HEADER:  # an empty file is a new database
+                raise UserError(f"{path} is not a SQLite database; give --db a gpucompat database or the name of a new file.")
+            # SQLite writes the file and creates -wal/-shm beside it; fail now, not after a sweep is resolved
+            if not self.readonly and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+                raise UserError(f"cannot write the database {path}: it or its directory is not writable here; give --db a writable place.")
+            return True
+        if self.readonly:
+            return False
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create the directory {path.parent} for the database: {exc.strerror}; give --db a writable place.") from None
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            raise UserError(f"cannot create the database {path}: its directory is not writable; give --db a writable place.")
+        return True
+
+    def _in_memory(self, older: sa.engine.Engine | None = None) -> None:
+        """Read from memory, the file untouched: gpucompat's empty tables where there is no database yet,
+        or a copy of an older SQLite schema, upgraded there (reading alone must not migrate the file)."""
+        # one connection for every thread (each would otherwise get a memory database of its own)
+        memory = sa.create_engine("sqlite://", poolclass=sa.pool.StaticPool, connect_args={"check_same_thread": False})
+        if older is not None:
+            source, copy = older.raw_connection(), memory.raw_connection()
+            try:
+                source.driver_connection.backup(copy.driver_connection)  # one consistent snapshot, even while a writer works
+            finally:
+                source.close()
+                copy.close()
+            older.dispose()
+        with memory.begin() as conn:
+            self._create_or_migrate(conn)
+        with memory.connect() as conn:
+            conn.exec_driver_sql("PRAGMA query_only=ON")
+        self.engine = memory
+
+    def _open(self, sqlite_file: bool) -> None:
+        """Check the schema with a connection that writes nothing; only then switch to WAL, create or migrate."""
+        started = time.monotonic()
+        for attempt in range(6):
+            try:
+                with self.engine.connect() as conn:
+                    found = self._schema_version(conn)
+                if self.readonly:
+                    if found is None:
+                        self.engine.dispose()
+                        self._in_memory()
+                    elif found < SCHEMA_VERSION and sqlite_file:
+                        self._in_memory(older=self.engine)
+                    elif found < SCHEMA_VERSION:
                         raise UserError(
-                            f"the database {self.url} has schema version {found}, newer than this gpucompat understands ({SCHEMA_VERSION}); upgrade gpucompat or use another --db."
+                            f"the database {self.shown} has the older schema version {found}, which reading alone cannot upgrade; "
+                            f"run any `gpucompat sweep --db {self.shown}` on it once, then read it again."
                         )
-                    if found == 1:  # 1 -> 2: a column on results (the predictions table comes with create_all)
-                        conn.execute(sa.text("ALTER TABLE results ADD COLUMN observed BOOLEAN NOT NULL DEFAULT TRUE"))
-                elif inspector.get_table_names():
-                    raise UserError(f"the database {self.url} holds tables that are not gpucompat's; use another --db.")
-                metadata.create_all(conn)
-                conn.execute(meta.delete().where(meta.c.key == "schema_version"))
-                conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
-        except OperationalError as exc:
-            raise UserError(f"cannot open the database {self.url}: {exc.orig}.") from None
+                    return
+                if sqlite_file:  # WAL only now that the store is accepted; the mode is kept in the file
+                    with self.engine.connect() as conn:
+                        conn.execution_options(gpucompat_begin=None).exec_driver_sql("PRAGMA journal_mode=WAL")
+                if found != SCHEMA_VERSION:
+                    with self._immediate() as conn:
+                        self._create_or_migrate(conn)
+                return
+            except (OperationalError, IntegrityError, ProgrammingError) as exc:
+                # several processes opening one new database: the losers see "already exists", or a lock SQLite
+                # reports at once (switching to WAL); retry a few times, never once busy_timeout (30 s) is spent
+                if attempt == 5 or not _racing(exc) or time.monotonic() - started > 30:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
+    def _schema_version(self, conn) -> int | None:
+        """The stored schema version (None: no tables yet); refuses a newer schema and others' tables."""
+        inspector = sa.inspect(conn)
+        if not inspector.has_table("meta"):
+            if inspector.get_table_names():
+                raise UserError(f"the database {self.shown} holds tables that are not gpucompat's; use another --db.")
+            return None
+        row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first()
+        found = int(row[0]) if row else 0
+        if found > SCHEMA_VERSION:
+            raise UserError(
+                f"the database {self.shown} has schema version {found}, newer than this gpucompat understands ({SCHEMA_VERSION}); upgrade gpucompat or use another --db."
+            )
+        return found
+
+    def _create_or_migrate(self, conn) -> None:
+        found = self._schema_version(conn)  # again, under the write lock: another opener may have done it meanwhile
+        if found == SCHEMA_VERSION:
+            return
+        if found == 1:  # 1 -> 2: a column on results (the predictions table comes with create_all)
+            conn.execute(sa.text("ALTER TABLE results ADD COLUMN observed BOOLEAN NOT NULL DEFAULT TRUE"))
+        metadata.create_all(conn)
+        conn.execute(meta.delete().where(meta.c.key == "schema_version"))
+        conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+
+    @contextmanager
+    def _errors(self):
+        """A database that fails under us (damaged, read-only, locked, unreachable) is the user's to fix: one sentence."""
+        try:
+            yield
+        except DBAPIError as exc:
+            error = str(exc.orig).strip().rstrip(".")
+            for needles, sentence in _DB_ERRORS:
+                if any(n in error.lower() for n in needles):
+                    raise UserError(sentence.format(url=self.shown, error=error)) from None
+            if isinstance(exc, OperationalError):
+                raise UserError(f"cannot open the database {self.shown}: {error}.") from None
+            raise
+
+    @contextmanager
+    def _read(self):
+        with self._errors(), self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self):
+        with self._errors(), self._immediate() as conn:
+            yield conn
+
+    @contextmanager
+    def _immediate(self):
+        """One transaction that holds the write lock from its start (BEGIN IMMEDIATE on SQLite)."""
+        with self.engine.connect() as conn:
+            conn.execution_options(gpucompat_begin="BEGIN IMMEDIATE")
+            with conn.begin():
+                yield conn
 
     # -- writing ---------------------------------------------------------------------------
 
-    def create_sweep(self, name: str, kind: str, plan_text: str, plan_path: str | None, options: dict) -> int:
-        with self.engine.begin() as conn:
-            return conn.execute(
-                sweeps.insert().values(
-                    name=name, kind=kind, status="running", created_at=time.time(),
-                    plan_path=plan_path, plan_text=plan_text, options=options,
-                )
-            ).inserted_primary_key[0]
+    def create_sweep(self, name: str, kind: str, plan_text: str, plan_path: str | None, options: dict,
+                     target_list: list[Target], resolved_list: list[ResolvedStack],
+                     predict: Callable[[ResolvedStack, Target], dict]) -> int:
+        """Store a sweep with every stack x target cell and its prediction, all in one transaction.
 
-    def add_cells(self, sweep_id: int, target_list: list[Target], resolved_list: list[ResolvedStack]) -> None:
-        """Every stack x target, in one transaction: the sweep's cells exist before any runs."""
-        with self.engine.begin() as conn:
+        A sweep is there whole or not at all: killed midway, nothing is left behind. predict(resolved,
+        target) returns Prediction.to_dict(); every prediction is made before the transaction opens,
+        so a slow or failing predictor holds no lock and leaves nothing half-written. Returns the id.
+        """
+        predicted = [[predict(resolved, t) for t in target_list] for resolved in resolved_list]
+        with self._write() as conn:
+            sweep_id = conn.execute(sweeps.insert().values(
+                name=name, kind=kind, status="running", created_at=time.time(),
+                plan_path=plan_path, plan_text=plan_text, options=options,
+            )).inserted_primary_key[0]
             target_ids = [
                 conn.execute(targets.insert().values(
                     sweep_id=sweep_id, key=t.key, name=t.name, cc=t.cc, driver=t.driver, data=asdict(t),
                 )).inserted_primary_key[0]
                 for t in target_list
             ]
-            for resolved in resolved_list:
+            for resolved, row in zip(resolved_list, predicted):
                 s = resolved.stack
                 stack_id = conn.execute(stacks.insert().values(
                     sweep_id=sweep_id, key=s.key, framework=s.framework, version=s.version, variant=s.variant,
                     python=s.python, env=s.env, data=asdict(s), resolved_ok=resolved.ok, pins=list(resolved.pins),
                     cuda_runtime=resolved.cuda_runtime, cudnn=resolved.cudnn, resolve_error=resolved.error,
                 )).inserted_primary_key[0]
-                for target_id in target_ids:
-                    conn.execute(cells.insert().values(sweep_id=sweep_id, stack_id=stack_id, target_id=target_id))
-
-    def add_predictions(self, predicted: dict[int, dict]) -> None:
-        """Cell id -> Prediction.to_dict(), in one transaction."""
-        with self.engine.begin() as conn:
-            for cell_id, p in predicted.items():
-                conn.execute(predictions.insert().values(
-                    cell_id=cell_id, verdict=p["verdict"], code=p["code"], stage=p["stage"],
-                    warnings=p["warnings"], reasons=p["reasons"],
-                ))
+                for target_id, p in zip(target_ids, row):
+                    cell_id = conn.execute(
+                        cells.insert().values(sweep_id=sweep_id, stack_id=stack_id, target_id=target_id)
+                    ).inserted_primary_key[0]
+                    conn.execute(predictions.insert().values(
+                        cell_id=cell_id, verdict=p["verdict"], code=p["code"], stage=p["stage"],
+                        warnings=p["warnings"], reasons=p["reasons"],
+                    ))
+        return sweep_id
 
     def predictions_of(self, sweep_id: int) -> dict[int, dict]:
         query = (sa.select(predictions).select_from(predictions.join(cells, cells.c.id == predictions.c.cell_id))
                  .where(cells.c.sweep_id == sweep_id))
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return {row["cell_id"]: dict(row) for row in conn.execute(query).mappings()}
 
     def record_result(self, cell_id: int, outcome: Outcome, observation: Observation | None, observed: bool = True) -> bool:
         """Store one verdict in its own transaction; False if the cell already had one."""
         try:
-            with self.engine.begin() as conn:
+            with self._write() as conn:
                 conn.execute(results.insert().values(
                     cell_id=cell_id, code=outcome.code, stage=outcome.stage, summary=outcome.summary,
                     warnings=list(outcome.warnings), evidence=outcome.evidence,
@@ -232,16 +446,16 @@ class Store:
             return False
 
     def finish_sweep(self, sweep_id: int, status: str) -> None:
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(status=status, finished_at=time.time()))
 
     # -- reading ---------------------------------------------------------------------------
 
     def sweep(self, sweep_id: int) -> dict:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(sa.select(sweeps).where(sweeps.c.id == sweep_id)).mappings().first()
         if row is None:
-            raise UserError(f"there is no sweep {sweep_id} in {self.url}; `gpucompat results --list` shows the sweeps.")
+            raise UserError(f"there is no sweep {sweep_id} in {self.shown}; `gpucompat results --list` shows the sweeps.")
         return dict(row)
 
     def list_sweeps(self) -> list[dict]:
@@ -257,29 +471,33 @@ class Store:
             .select_from(sweeps.outerjoin(counts, counts.c.sweep_id == sweeps.c.id))
             .order_by(sweeps.c.id)
         )
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
     def latest_sweep_id(self) -> int:
-        with self.engine.connect() as conn:
-            found = conn.execute(sa.select(sa.func.max(sweeps.c.id))).scalar()
+        """The newest sweep of kind "sweep"; the newest check where no sweep is stored, so `results` shows a check just run."""
+        newest = sa.select(sweeps.c.id).order_by((sweeps.c.kind == "sweep").desc(), sweeps.c.id.desc()).limit(1)
+        with self._read() as conn:
+            found = conn.execute(newest).scalar()
         if found is None:
-            raise UserError(f"no sweeps stored in {self.url} yet; run `gpucompat sweep PLAN` first.")
+            raise UserError(f"no sweeps stored in {self.shown} yet; run `gpucompat sweep PLAN` first.")
         return found
 
     def sweep_ref(self, ref: str) -> int:
-        """A sweep id, 'latest', or 'latest~N' (the Nth sweep before the latest) -> its id."""
-        with self.engine.connect() as conn:
-            ids = [row[0] for row in conn.execute(sa.select(sweeps.c.id).order_by(sweeps.c.id.desc()))]
+        """A sweep id, 'latest', or 'latest~N' (the Nth sweep before the latest) -> its id.
+
+        latest and latest~N count sweeps of kind "sweep" only; a check is addressed by its id.
+        """
         text = ref.strip()
         if text.isdigit():
-            if int(text) not in ids:
-                raise UserError(f"there is no sweep {text} in {self.url}; `gpucompat results --list` shows the sweeps.")
+            self.sweep(int(text))  # a clear error if there is no such sweep
             return int(text)
         if text == "latest" or (text.startswith("latest~") and text[7:].isdigit()):
+            with self._read() as conn:
+                ids = list(conn.execute(sa.select(sweeps.c.id).where(sweeps.c.kind == "sweep").order_by(sweeps.c.id.desc())).scalars())
             back = int(text[7:]) if "~" in text else 0
             if back >= len(ids):
-                raise UserError(f"{ref!r}: only {len(ids)} sweep(s) are stored in {self.url}.")
+                raise UserError(f"{ref!r}: only {len(ids)} sweep(s) are stored in {self.shown} (checks count only by their id).")
             return ids[back]
         raise UserError(f"{ref!r} is not a sweep: give an id, 'latest' or 'latest~N'.")
 
@@ -294,7 +512,7 @@ class Store:
         if pending_only:
             query = query.where(results.c.id.is_(None))
         out = []
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             for row in conn.execute(query).mappings():
                 stack = _stack_from(row["data"])
                 resolved = ResolvedStack(
@@ -326,6 +544,6 @@ class Store:
         )
         if sweep_id is not None:
             query = query.where(cells.c.sweep_id == sweep_id)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
