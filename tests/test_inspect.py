@@ -96,3 +96,117 @@ def test_no_kernels_and_bad_targets(tmp_path):
     bad.write_text("zip? no")
     with pytest.raises(UserError, match="not a readable wheel"):
         inspect(str(bad))
+
+
+# -- damaged and hostile input: only a result or one UserError sentence, never another exception --
+
+import struct  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from gpucompat.knowledge.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, inspect_bytes  # noqa: E402
+
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def fatbin_entry(kind: int, sm: int, code_version: int = 0, flags: int = 0, payload: bytes = b"\0" * 24) -> bytes:
+    padded = payload + b"\0" * (-len(payload) % 8)
+    header = struct.pack("<HHIIIIIII", kind, 0x0101, 64, len(padded), 0, len(payload), 0, code_version, sm)
+    header += b"\0" * (0x28 - len(header)) + struct.pack("<Q", flags)
+    return header + b"\0" * (64 - len(header)) + padded
+
+
+def synthetic_elf() -> bytes:
+    """A little-endian ELF64 image with .shstrtab and a .nv_fatbin holding sm_80, sm_90a and compute_86."""
+    entries = (fatbin_entry(KIND_ELF, 80) + fatbin_entry(KIND_ELF, 90, flags=ARCH_SPECIFIC)
+               + fatbin_entry(KIND_PTX, 86, code_version=(9 << 16) | 0))
+    fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entries)) + entries
+    names = b"\0.shstrtab\0.nv_fatbin\0"
+    names_at, fatbin_at = 64, 64 + len(names)
+    shoff = fatbin_at + len(fatbin) + (-(fatbin_at + len(fatbin)) % 8)
+    section = struct.Struct("<IIQQQQIIQQ")
+    table = (section.pack(*[0] * 10) + section.pack(1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0)
+             + section.pack(11, 1, 2, 0, fatbin_at, len(fatbin), 0, 0, 8, 0))
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 1)
+    body = header + names + fatbin
+    return body + b"\0" * (shoff - len(body)) + table
+
+
+SYNTHETIC = synthetic_elf()
+# where the parser reads: ELF header fields, the section table, the fat-binary container and entry headers
+HOT = [0x28, 0x3A, 0x3C, 0x3E, SYNTHETIC.index(b"\x50\xed\x55\xba"), len(SYNTHETIC) - 192, len(SYNTHETIC) - 64]
+
+
+def test_a_synthetic_elf_is_read_like_nvcc_output():
+    found = inspect_bytes(SYNTHETIC)
+    assert (found.sass, found.ptx, found.ptx_isa, found.entries) == ({"sm_80", "sm_90a"}, {"compute_86"}, {"9.0"}, 3)
+
+
+def result_or_user_error(data: bytes, where: Path) -> None:
+    """inspect_bytes never raises; inspect() of the same bytes as a file gives a result or a UserError."""
+    inspect_bytes(data)
+    where.write_bytes(data)
+    try:
+        result = inspect(str(where))
+    except UserError as exc:
+        assert "truncated or not an ELF file" in str(exc) and "\n" not in str(exc)
+    else:
+        assert set(result) == {"target", "sass", "ptx", "ptx_isa", "files"}
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuzz") / "lib.so"
+
+
+@FUZZ
+@given(st.binary(max_size=2048), st.booleans())
+def test_random_bytes_are_no_kernels_or_one_sentence(scratch, data, elf_magic):
+    result_or_user_error((b"\x7fELF\x02\x01" if elf_magic else b"") + data, scratch)
+
+
+@FUZZ
+@given(st.data())
+def test_truncated_and_mutated_synthetic_elf(scratch, data):
+    image = bytearray(SYNTHETIC[:data.draw(st.integers(0, len(SYNTHETIC)), label="cut")])
+    for _ in range(data.draw(st.integers(0, 4), label="mutations")):
+        if not image:
+            break
+        at = data.draw(st.sampled_from([p for p in HOT if p < len(image)] or [0]) | st.integers(0, len(image) - 1), label="at")
+        patch = data.draw(st.binary(min_size=1, max_size=8), label="bytes")
+        image[at:at + len(patch)] = patch
+    result_or_user_error(bytes(image), scratch)
+
+
+@FUZZ
+@given(st.data())
+def test_truncated_and_mutated_nvcc_library(libraries, scratch, data):
+    real = libraries["plain"].read_bytes()
+    shoff, = struct.unpack_from("<Q", real, 0x28)
+    image = bytearray(real[:data.draw(st.integers(0, len(real)), label="cut")])
+    if image and data.draw(st.booleans(), label="mutate"):
+        at = data.draw(st.sampled_from([0x28, 0x3A, 0x3C, 0x3E, min(shoff + 0x18, len(real) - 8)]) | st.integers(0, len(image) - 1), label="at")
+        patch = data.draw(st.binary(min_size=1, max_size=8), label="bytes")
+        image[at:at + len(patch)] = patch
+    result_or_user_error(bytes(image), scratch)
+
+
+def test_a_truncated_library_is_one_sentence_on_the_command_line(tmp_path):
+    cut = tmp_path / "libcut.so"
+    cut.write_bytes(SYNTHETIC[:100])  # the header survives; the section table it points to does not
+    proc = run_cli("inspect", str(cut))
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "truncated or not an ELF file" in proc.stderr
+    assert "Traceback" not in proc.stderr and "struct" not in proc.stderr
+    in_a_directory = inspect(str(tmp_path))  # among other files it just has no kernels
+    assert in_a_directory["files"] == []
+
+
+@pytest.mark.parametrize("target", ["", " ", "\t\n"])
+def test_an_empty_target_is_refused_not_the_working_directory(target):
+    with pytest.raises(UserError, match="the target is empty"):
+        inspect(target)
+
+
+def test_an_overlong_target_is_one_sentence():
+    with pytest.raises(UserError, match="not a usable path"):
+        inspect("a" * 5000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -18,21 +19,28 @@ def interpreter(resolved: ResolvedStack, env_dir: Path) -> str:
     return sys.executable
 
 
+@lru_cache(maxsize=None)
+def _installed_versions() -> dict[str, str]:
+    """Normalized distribution name -> version for this interpreter. Read once per process:
+    the scan takes ~0.2 s, and a sweep asks for every cell (nothing installs into it meanwhile)."""
+    return {d.metadata["Name"].lower().replace("_", "-"): d.version for d in metadata.distributions() if d.metadata["Name"]}
+
+
 def installed(framework: str) -> tuple[str, str] | None:
     """(version, variant) of a framework in this interpreter, read from package metadata
     without importing it; None if it is not installed."""
-    names = {d.metadata["Name"].lower().replace("_", "-"): d.version for d in metadata.distributions() if d.metadata["Name"]}
+    names = _installed_versions()
     if framework == "torch" and "torch" in names:
         return names["torch"], "default"
     if framework == "tensorflow" and "tensorflow" in names:
         return names["tensorflow"], "and-cuda"
     if framework == "jax" and "jax" in names:
-        plugin = next((n for n in names if re.fullmatch(r"jax-cuda\d+-plugin", n)), None)
+        plugin = next((n for n in names if re.fullmatch(r"jax-cuda[0-9]+-plugin", n, re.ASCII)), None)
         return names["jax"], plugin.split("-")[1] if plugin else "cpu"
     if framework == "cupy":
-        found = next((n for n in names if re.fullmatch(r"cupy-cuda\d+x", n)), None)
+        found = next((n for n in names if re.fullmatch(r"cupy-cuda[0-9]+x", n, re.ASCII)), None)
         return (names[found], found[len("cupy-"):]) if found else None
     if framework == "cuda-runtime":
-        found = next((n for n in names if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", n)), None)
+        found = next((n for n in names if re.fullmatch(r"nvidia-cuda-runtime(-cu[0-9]+)?", n, re.ASCII)), None)
         return (names[found], "default") if found else None
     return None

@@ -5,28 +5,31 @@ from __future__ import annotations
 import re
 
 from ..errors import UserError
-from ..plan import parse_spec
+from ..plan import PYTHON_VERSION, parse_spec
 from . import tables
 from .rules import predict
 
-_DRIVER = re.compile(r"^\d{3}(\.\d{1,3}){0,2}$")
-_CC = re.compile(r"^\d{1,2}\.\d$")
+# Matched with fullmatch and ASCII classes: `$` lets a trailing newline through and `\d` takes
+# other scripts' digits ('٨.٠'), which then break the rules that read them.
+_DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", re.ASCII)
+_CC = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)
+MAX_SPEC_CHARS = 200
 DEFAULT_VARIANT = {"torch": "default", "tensorflow": "and-cuda", "jax": "cpu", "cupy": "cuda12x", "cuda-runtime": "default"}
 
 
 def target(gpu: str | None, cc: str | None, driver: str) -> dict:
     if bool(gpu) == bool(cc):
         raise UserError("give the GPU as either --gpu NAME or --cc X.Y (one of them).")
-    if not _DRIVER.match(driver):
-        raise UserError(f"--driver {driver!r} is not a driver version like '535.104.05'.")
+    if not isinstance(driver, str) or not _DRIVER.fullmatch(driver):
+        raise UserError(f"--driver {str(driver)[:40]!r} is not a driver version like '535.104.05'.")
     if gpu:
         row = tables.gpu(gpu)
         if row is None:
-            raise UserError(f"unknown GPU {gpu!r}; give --cc X.Y instead, or a name as the driver reports it (e.g. 'NVIDIA A100-SXM4-40GB').")
+            raise UserError(f"unknown GPU {gpu[:80]!r}; give --cc X.Y instead, or a name as the driver reports it (e.g. 'NVIDIA A100-SXM4-40GB').")
         cc, source = row["cc"], row["source"]
     else:
-        if not _CC.match(cc):
-            raise UserError(f"--cc {cc!r} is not a compute capability like '8.0'.")
+        if not _CC.fullmatch(cc):
+            raise UserError(f"--cc {cc[:40]!r} is not a compute capability like '8.0'.")
         source = None
     supported = tables.driver_cuda(driver)
     return {"gpu": gpu, "matched": row["name"] if gpu else None, "cc": cc, "cc_source": source, "driver": driver,
@@ -34,11 +37,18 @@ def target(gpu: str | None, cc: str | None, driver: str) -> dict:
 
 
 def explain(spec: str, gpu: str | None, cc: str | None, driver: str, python: str | None = None) -> dict:
+    if len(spec) > MAX_SPEC_CHARS:
+        raise UserError(f"the stack spec is {len(spec)} characters long; a spec like torch==2.4.1 needs at most {MAX_SPEC_CHARS}.")
     framework, version, variant = parse_spec(spec)
-    if version is None or not version[0].isdigit():
-        raise UserError(f"{spec!r}: explain needs one exact version, e.g. {framework}==2.4.1.")
-    if python is not None and not re.match(r"^3\.\d{1,2}$", python):
-        raise UserError(f"--python {python!r} is not a Python version like '3.11'.")
+    if version is None or not (version[:1].isascii() and version[:1].isdigit()):
+        raise UserError(f"{spec[:60]!r}: explain needs one exact version, e.g. {framework}==2.4.1.")
+    if len(version) > tables.MAX_VERSION_CHARS or tables.version(version) is None:
+        raise UserError(f"{spec[:60]!r}: the version is not a release number of at most {tables.MAX_VERSION_CHARS} characters, like 2.4.1.")
+    if framework == "cuda-runtime" and tables.version(version).major == 0:
+        # No CUDA release is numbered 0.x (CUDA began at 1.0): a typo, said plainly rather than judged 'uncertain'.
+        raise UserError(f"cuda-runtime {version} is not a CUDA release; give a CUDA version such as 12.4.")
+    if python is not None and not PYTHON_VERSION.fullmatch(python):
+        raise UserError(f"--python {python[:20]!r} is not a Python version from 3.8 to 3.15, like '3.11'.")
     where = target(gpu, cc, driver)
     variant = variant or DEFAULT_VARIANT[framework]
     release = version

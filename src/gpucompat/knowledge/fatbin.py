@@ -15,7 +15,9 @@ from __future__ import annotations
 import mmap
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -42,36 +44,64 @@ class Archs:
 
 
 def _arch_key(name: str) -> tuple:
-    digits = "".join(c for c in name if c.isdigit())
+    digits = "".join(c for c in name if c in "0123456789")
     return (int(digits or 0), name)
 
 
+class Truncated(Exception):
+    """An ELF image whose header or section table points past its end."""
+
+
+ELF64_HEADER, SECTION_HEADER = 64, struct.Struct("<IIQQQQI")  # name, type, flags, addr, offset, size, link
+
+
 def fatbin_section(data) -> tuple[int, int] | None:
-    """(offset, size) of .nv_fatbin in a little-endian ELF64 image, or None."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    """(offset, size) of .nv_fatbin in a little-endian ELF64 image; None if it is not one or
+    has no such section; Truncated if its header, section table or that section lies past the end."""
+    if len(data) < 6 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
+    if len(data) < ELF64_HEADER:
+        raise Truncated
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    if not shoff or shstrndx >= shnum:
-        return None
-    headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    names_at = headers[shstrndx][4]
-    for name, _type, _flags, _addr, offset, size in headers:
-        end = data.find(b"\0", names_at + name)
-        if data[names_at + name:end] == b".nv_fatbin":
+    if not shoff:
+        return None  # no section table: nothing to find
+
+    def header(index: int) -> tuple:
+        at = shoff + index * shentsize
+        if shentsize < SECTION_HEADER.size or at + SECTION_HEADER.size > len(data):
+            raise Truncated
+        return SECTION_HEADER.unpack_from(data, at)
+
+    if shnum == 0 or shstrndx == 0xFFFF:  # more sections than the header fields hold: the real numbers sit in section 0
+        first = header(0)
+        shnum = shnum or first[5]
+        shstrndx = first[6] if shstrndx == 0xFFFF else shstrndx
+    if not 0 < shstrndx < shnum:
+        return None  # no section names: nothing to find
+    if shoff + shnum * shentsize > len(data):
+        raise Truncated
+    names_at = header(shstrndx)[4]
+    for index in range(shnum):
+        name, _type, _flags, _addr, offset, size, _link = header(index)
+        start = names_at + name
+        if start + len(b".nv_fatbin") < len(data) and data[start:start + 11] == b".nv_fatbin\0":
+            if offset + size > len(data):
+                raise Truncated
             return offset, size
     return None
 
 
 def scan(data, start: int = 0, end: int | None = None) -> Archs:
-    """Every fat-binary container between start and end."""
-    end = len(data) if end is None else end
+    """Every fat-binary container between start and end. Reads only inside [start, end) and
+    stops at whatever does not fit, so any bytes at all give a result, never an exception."""
+    end = len(data) if end is None else max(0, min(end, len(data)))
     found = Archs()
-    pos = data.find(FATBIN_MAGIC, start, end)
+    pos = data.find(FATBIN_MAGIC, max(0, start), end)
     while 0 <= pos and pos + 16 <= end:
         _magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, pos)
         entry, container_end = pos + header_size, min(pos + header_size + fat_size, end)
-        while entry + _ENTRY.size <= container_end:
+        while entry + 0x30 <= container_end:  # the entry fields read below end at 0x30
             kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(data, entry)
             if size < 64:
                 break
@@ -88,17 +118,35 @@ def scan(data, start: int = 0, end: int | None = None) -> Archs:
 
 
 def inspect_bytes(data) -> Archs:
-    section = fatbin_section(data)
+    """The kernels in one image; a damaged ELF image counts as having none (see inspect_file)."""
+    try:
+        section = fatbin_section(data)
+    except Truncated:
+        return Archs()
     return scan(data, section[0], section[0] + section[1]) if section else Archs()
 
 
-def inspect_file(path: Path) -> Archs:
-    with path.open("rb") as handle:
-        try:
+def inspect_file(path: Path, strict: bool = False) -> Archs:
+    """Kernels in one file. `strict` (a file named on the command line): a file that cannot be
+    read or an ELF image cut short is a UserError; in a directory it just has no kernels."""
+    try:
+        with path.open("rb") as handle:
+            if handle.seek(0, 2) == 0:  # an empty file cannot be mapped
+                return Archs()
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return inspect_bytes(data)
-        except ValueError:  # an empty file cannot be mapped
-            return Archs()
+                section = fatbin_section(data)
+                return scan(data, section[0], section[0] + section[1]) if section else Archs()
+    except Truncated:
+        if strict:
+            raise UserError(f"{_shown(str(path))} is truncated or not an ELF file: its section table or .nv_fatbin lies past its end.") from None
+    except (OSError, ValueError) as exc:  # unreadable, a FIFO or device that cannot be mapped
+        if strict:
+            raise UserError(f"cannot read {_shown(str(path))}: {exc.__class__.__name__}.") from None
+    return Archs()
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 def _is_library(name: str) -> bool:
@@ -124,23 +172,31 @@ def _result(target: str, per_file: dict[str, Archs]) -> dict:
 
 def inspect(target: str) -> dict:
     """A .so/.o file, a directory (searched recursively), a wheel, or an installed distribution."""
+    if not target.strip():  # Path('') is '.', which would scan the working directory
+        raise UserError("the target is empty; give a .so/.o file, a directory, a wheel or an installed distribution such as torch.")
+    if len(target) > 4096 or "\0" in target:
+        raise UserError(f"{_shown(target)} is not a usable path or distribution name (too long, or a NUL byte).")
     path = Path(target)
-    if path.is_file() and path.suffix == ".whl":
+    try:
+        is_file, is_dir, exists = path.is_file(), path.is_dir(), path.exists()
+    except OSError as exc:  # a name too long for the filesystem, a loop of links
+        raise UserError(f"cannot look at {_shown(target)}: {exc.__class__.__name__}.") from None
+    if is_file and path.suffix == ".whl":
         try:
             with zipfile.ZipFile(path) as wheel:
                 return _result(target, {n: inspect_bytes(wheel.read(n)) for n in wheel.namelist() if _is_library(n)})
-        except zipfile.BadZipFile:
-            raise UserError(f"{target!r} is not a readable wheel (zip) file.") from None
-    if path.is_file():
-        return _result(target, {str(path): inspect_file(path)})
-    if path.is_dir():
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError, ValueError):
+            raise UserError(f"{_shown(target)} is not a readable wheel (zip) file.") from None
+    if is_file:
+        return _result(target, {str(path): inspect_file(path, strict=True)})
+    if is_dir:
         return _result(target, {str(p): inspect_file(p) for p in sorted(path.rglob("*")) if p.is_file() and _is_library(p.name)})
-    if path.exists() or "/" in target:
-        raise UserError(f"{target!r} is neither a file, a directory, a wheel nor an installed distribution.")
+    if exists or "/" in target:
+        raise UserError(f"{_shown(target)} is neither a file, a directory, a wheel nor an installed distribution.")
     try:
         dist = metadata.distribution(target)
-    except metadata.PackageNotFoundError:
-        raise UserError(f"{target!r} is not a path and no distribution of that name is installed in {__import__('sys').executable}.") from None
+    except (metadata.PackageNotFoundError, ValueError):
+        raise UserError(f"{_shown(target)} is not a path and no distribution of that name is installed in {__import__('sys').executable}.") from None
     files = [Path(dist.locate_file(f)) for f in dist.files or [] if _is_library(str(f))]
     return _result(target, {str(p): inspect_file(p) for p in files if p.is_file()})
 
@@ -151,6 +207,13 @@ KERNEL_DISTRIBUTIONS = {"torch": ("torch",), "jax": ("jax-cuda13-plugin", "jax-c
 
 def installed_archs(framework: str) -> tuple[list[str], list[str], str] | None:
     """(sass, ptx, source) read from the installed framework's binaries, for the predictor."""
+    found = _installed_archs(framework)
+    return (list(found[0]), list(found[1]), found[2]) if found else None
+
+
+@lru_cache(maxsize=None)
+def _installed_archs(framework: str) -> tuple[tuple[str, ...], tuple[str, ...], str] | None:
+    # Once per process: reading a framework's fat binaries takes seconds, and a sweep asks per cell.
     for name in KERNEL_DISTRIBUTIONS.get(framework, ()):
         try:
             metadata.distribution(name)
@@ -158,5 +221,5 @@ def installed_archs(framework: str) -> tuple[list[str], list[str], str] | None:
             continue
         found = inspect(name)
         if found["sass"] or found["ptx"]:
-            return found["sass"], found["ptx"], f"gpucompat inspect {name} (fat binaries of the installed build)"
+            return tuple(found["sass"]), tuple(found["ptx"]), f"gpucompat inspect {name} (fat binaries of the installed build)"
     return None

@@ -61,7 +61,13 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
         return Reason(name, UNCERTAIN, f"{cuda_runtime!r} is not a CUDA version", "")
     if have is None:
         return Reason(name, UNCERTAIN, f"driver {driver} is older than every CUDA release in the knowledge tables", "")
-    supported = Version(have["cuda"])
+    supported, newest = Version(have["cuda"]), tables.newest_cuda()
+    # A CUDA major the tables do not hold (0, 6, 14, ...) is judged only where the driver's own
+    # reach is known and lies a major below it; any other verdict would be a guess.
+    if not tables.cuda_known(str(runtime)) and not (runtime.major > supported.major and supported < Version(newest["cuda"])):
+        oldest = min(tables.table("cuda_drivers"), key=lambda r: Version(r["cuda"]))
+        return Reason(name, UNCERTAIN, f"the knowledge tables have no data for CUDA {runtime} (they hold CUDA {oldest['cuda']} to {newest['cuda']})",
+                      "knowledge/data/cuda_drivers.csv")
     if runtime <= supported:
         return Reason(name, PASS, f"driver {driver} supports CUDA {supported}, enough for runtime {runtime}", have["source"])
     needed = tables.cuda_row(str(runtime))
@@ -73,17 +79,19 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
     if floor and version(driver) >= version(floor["compat_driver_min"]):
         warning = (f"runs under CUDA minor-version compatibility: runtime {runtime} on a driver that supports CUDA {supported}; "
                    f"PTX newer than the driver cannot be JIT-compiled")
-        return Reason(name, PASS, f"driver {driver} >= {floor['compat_driver_min']}, the minor-version compatibility floor of CUDA {runtime.major}.x{need_text}",
+        # NVIDIA documents the floor for the whole major family, so a minor newer than the tables is covered too
+        unlisted = "" if needed else f"; CUDA {runtime} is newer than the tables, and that floor holds for every CUDA {runtime.major}.x"
+        return Reason(name, PASS, f"driver {driver} >= {floor['compat_driver_min']}, the minor-version compatibility floor of CUDA {runtime.major}.x{need_text}{unlisted}",
                       floor["source"], warning=warning)
     return Reason(name, FAIL, f"CUDA runtime {runtime} is newer than driver {driver} supports (CUDA {supported}), and CUDA {runtime.major}.x has no minor-version compatibility floor it meets",
                   (needed or have)["source"], "DRIVER_TOO_OLD", "device")
 
 
-_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
+_ARCH = re.compile(r"(sm|compute)_([0-9]+)([0-9])([af]?)", re.ASCII)  # fullmatch: ASCII digits, no trailing newline
 
 
 def _arch(text: str) -> tuple[str, int, int, str] | None:
-    found = _ARCH.match(text.strip())
+    found = _ARCH.fullmatch(text.strip())
     return (found.group(1), int(found.group(2)), int(found.group(3)), found.group(4)) if found else None
 
 
@@ -172,7 +180,7 @@ def _split(text: str) -> list[str]:
 
 def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: str | None, arch: tuple | None) -> tuple[list[Reason], dict]:
     reasons: list[Reason] = []
-    local = re.search(r"\+(cu\d+|cpu|rocm[\d.]+)$", release)
+    local = re.search(r"\+(cu[0-9]+|cpu|rocm[0-9.]+)\Z", release, re.ASCII)
     if local:
         variant = local.group(1)
     if variant in ("default", "installed"):
@@ -187,6 +195,8 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
         return reasons, resolved
     build = tables.torch_build(release, variant)
     siblings = [r for r in tables.table("torch_builds") if r["release"] == minor_series(release)]
+    if not siblings:
+        reasons.append(Reason("torch build", UNCERTAIN, f"the knowledge tables have no data for torch {minor_series(release)}", "knowledge/data/torch_builds.csv"))
     if build is None and siblings and cuda_runtime is None:
         reasons.append(Reason("variant exists", FAIL, f"PyTorch {minor_series(release)} has no {variant} build (it has {', '.join(r['variant'] for r in siblings)})",
                               siblings[0]["source"], "ENV_UNRESOLVABLE", "resolve"))
@@ -226,9 +236,12 @@ def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: 
         return [Reason("CPU build", FAIL, "jax without a CUDA extra runs on the CPU only", "https://docs.jax.dev/en/latest/installation.html", "NO_DEVICE", "device")], {}
     build = tables.jax_build(release, variant)
     if build is None:
-        reasons = [Reason("JAX build", UNCERTAIN, f"jax {release} [{variant}] is not in the knowledge tables", "")]
-        if arch is not None:
-            reasons = [arch_rule(cc, arch[0], arch[1], arch[2], cuda_runtime, driver)]
+        newest = tables.newest_release("jax")
+        oldest = min((r["from_version"] for r in tables.table("jax_builds") if r["variant"] == variant), key=Version, default=None)
+        held = f"they hold jax[{variant}] {oldest} to {newest['newest']}.x" if oldest else f"they hold no jax[{variant}]"
+        reasons = [Reason("JAX build", UNCERTAIN, f"the knowledge tables have no data for jax {release} [{variant}] ({held})", newest["source"])]
+        if arch is not None:  # the installed build's kernels can still show it cannot run; they cannot show it can
+            reasons.append(arch_rule(cc, arch[0], arch[1], arch[2], cuda_runtime, driver))
         return reasons, {}
     sass, ptx, source = (arch if arch is not None else (_split(build["sass"]), _split(build["ptx"]), build["source"]))
     reasons = minimum_rule(f"jax[{variant}]", cc, driver, build["min_cc"], build["min_driver"], build["source"])
@@ -240,14 +253,28 @@ def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: 
     return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx}
 
 
-def _cupy(variant: str, cc: str, driver: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
-    major = re.match(r"cuda(\d+)x", variant)
+def _cupy(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
+    build = tables.cupy_build(release, variant)
+    want = version(release)
+    siblings = [r for r in tables.table("cupy_builds") if want and int(r["series"]) == want.major]
+    if build is None and siblings:  # a series the tables hold, without this package
+        published = ", ".join(f"cupy-{r['variant']}" + (f" from {r['from_version']}" if r["from_version"] else "") for r in siblings)
+        return [Reason("variant exists", FAIL, f"CuPy {release} has no cupy-{variant} (CuPy {want.major} publishes {published})",
+                       siblings[-1]["source"], "ENV_UNRESOLVABLE", "resolve")], {}
+    if build is None:
+        series = sorted({int(r["series"]) for r in tables.table("cupy_builds")})
+        return [Reason("CuPy build", UNCERTAIN, f"the knowledge tables have no data for CuPy {release} as cupy-{variant} (they hold CuPy {series[0]} to {series[-1]})",
+                       "knowledge/data/cupy_builds.csv")], {}
+    major = re.fullmatch(r"cuda([0-9]+)x", variant, re.ASCII)
     cuda = cuda_runtime or (f"{major.group(1)}.0" if major else None)
     # CuPy compiles its kernels at run time with NVRTC, for the device in hand: the toolkit's targets decide.
     reasons = [driver_rule(cuda, driver)]
     if cuda:
         window = toolkit_window_rule(cuda, cc)
-        reasons.append(window if window.verdict == FAIL else Reason("CUDA toolkit targets", PASS, f"NVRTC of CUDA {cuda} can compile for compute capability {cc}", window.source))
+        if window.verdict == UNCERTAIN and window.source:  # the toolkit targets this device, and NVRTC builds for it at run time
+            window = Reason("CUDA toolkit targets", PASS, f"NVRTC of CUDA {cuda} can compile for compute capability {cc}", window.source)
+        reasons.append(window)
+    reasons.append(Reason("CuPy build", PASS, f"CuPy {build['series']} publishes cupy-{variant}", build["source"]))
     return reasons, {"cuda_runtime": cuda}
 
 
@@ -264,7 +291,7 @@ def predict(framework: str, release: str, variant: str, cc: str | None, driver: 
     elif framework == "jax":
         reasons, resolved = _jax(release, variant, cc, driver, cuda_runtime, arch)
     elif framework == "cupy":
-        reasons, resolved = _cupy(variant, cc, driver, cuda_runtime)
+        reasons, resolved = _cupy(release, variant, cc, driver, cuda_runtime)
     elif framework == "cuda-runtime":
         cuda = cuda_runtime or release
         reasons, resolved = [driver_rule(cuda, driver)], {"cuda_runtime": minor_series(cuda)}

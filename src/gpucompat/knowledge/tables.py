@@ -21,10 +21,16 @@ def table(name: str) -> tuple[dict, ...]:
         return tuple(csv.DictReader(handle))
 
 
+MAX_VERSION_CHARS = 64  # no real version is longer; int() refuses numbers of thousands of digits
+
+
 def version(text: str | None) -> Version | None:
+    """A version, or None for anything that is not one (never an exception)."""
+    if not text or len(text) > MAX_VERSION_CHARS:
+        return None
     try:
-        return Version(text) if text else None
-    except InvalidVersion:
+        return Version(text)
+    except (InvalidVersion, ValueError):
         return None
 
 
@@ -86,9 +92,24 @@ def _newest_at_most(rows, column: str, want: Version | None) -> dict | None:
     return max(eligible, key=lambda r: Version(r[column]), default=None)
 
 
+def cuda_known(cuda: str) -> bool:
+    """Whether the tables know CUDA of this major at all. Any minor of a known major is judged
+    by the major's documented rules (backward and minor-version compatibility)."""
+    want = version(minor_series(cuda))
+    return want is not None and any(Version(r["cuda"]).major == want.major for r in table("cuda_drivers"))
+
+
+def newest_cuda() -> dict:
+    """The row of the newest CUDA release in the tables."""
+    return max(table("cuda_drivers"), key=lambda r: Version(r["cuda"]))
+
+
 def cuda_archs(cuda: str) -> dict | None:
-    """The sm_XY list nvcc of that CUDA can build for (nearest older release if not listed)."""
-    return _newest_at_most(table("cuda_archs"), "cuda", version(minor_series(cuda)))
+    """The sm_XY list nvcc of that CUDA can build for (nearest older release of the same
+    major if not listed: architectures are dropped only at a new major)."""
+    want = version(minor_series(cuda))
+    row = _newest_at_most(table("cuda_archs"), "cuda", want)
+    return row if row and Version(row["cuda"]).major == want.major else None
 
 
 # -- frameworks ------------------------------------------------------------------------------
@@ -105,7 +126,30 @@ def tensorflow_build(release: str) -> dict | None:
     return next((r for r in table("tensorflow_builds") if r["release"] == minor_series(release)), None)
 
 
+def newest_release(framework: str) -> dict | None:
+    """The newest release series whose facts the tables hold, for frameworks whose rows are
+    open-ended ('from this version on'): past it the rows would be a guess."""
+    return next((r for r in table("newest_releases") if r["framework"] == framework), None)
+
+
+def _past_newest(framework: str, release: str) -> bool:
+    newest, want = newest_release(framework), version(minor_series(release))
+    return want is None or (newest is not None and want > Version(newest["newest"]))
+
+
 def jax_build(release: str, variant: str) -> dict | None:
-    """The newest row for this variant that is not newer than the release."""
+    """The newest row for this variant that is not newer than the release; None past the
+    newest release the tables know."""
+    if _past_newest("jax", release):
+        return None
     rows = [r for r in table("jax_builds") if r["variant"] == variant]
     return _newest_at_most(rows, "from_version", version(release.split("+")[0]))
+
+
+def cupy_build(release: str, variant: str) -> dict | None:
+    """The row saying CuPy's release series ships this variant (cupy-cuda12x, ...), or None."""
+    want = version(release.split("+")[0])
+    if want is None:
+        return None
+    return next((r for r in table("cupy_builds") if r["variant"] == variant and int(r["series"]) == want.major
+                 and (not r["from_version"] or want >= Version(r["from_version"]))), None)
