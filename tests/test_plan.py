@@ -2,7 +2,7 @@ import pytest
 
 from gpucompat.errors import UserError
 from gpucompat.model import Target
-from gpucompat.plan import check_plan_text, load_plan, parse_duration, parse_plan
+from gpucompat.plan import check_plan_text, load_plan, parse_duration, parse_plan, parse_spec
 
 GOOD = """
 name = "t"
@@ -51,7 +51,7 @@ def test_good_plan_is_parsed_with_every_value():
     ('[[stacks]]\nframework="pytorch"\nversions=["2.4.1"]', "unknown framework 'pytorch'"),
     ('[[stacks]]\nframework="torch"\nversions=">=2.4,,<"', "is not a PEP 440 version range"),
     ('[[stacks]]\nframework="torch"\nversions=["two"]', "'two' is not a version"),
-    ('[[stacks]]\nframework="torch"\nversions="latest:0"', "'latest:N' with N a whole number >= 1"),
+    ('[[stacks]]\nframework="torch"\nversions="latest:0"', "'latest:N' with N a whole number from 1 to 100"),
     ('[[stacks]]\nframework="torch"\nversions="latest:x"', "malformed"),
     ('[[stacks]]\nframework="torch"\nversions=[]', "empty"),
     ('[[stacks]]\nframework="torch"', "'versions' is missing"),
@@ -84,11 +84,14 @@ def test_each_mistake_gets_one_clear_sentence(text, expected):
 def test_missing_and_unreadable_plan_files(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         load_plan(tmp_path / "nope.toml")
-    with pytest.raises(UserError, match="cannot read plan file"):
+    with pytest.raises(UserError, match="is not a regular file"):
         load_plan(tmp_path)
+    with pytest.raises(UserError, match="is not a regular file"):
+        load_plan("/dev/zero")  # read until memory ran out before
 
 
-@pytest.mark.parametrize("value, seconds", [(90, 90), ("90", 90), ("90s", 90), ("10m", 600), ("2h", 7200), (1.5, 1.5)])
+@pytest.mark.parametrize("value, seconds", [(90, 90), ("90", 90), ("90s", 90), ("10m", 600), ("2h", 7200), ("1d", 86400),
+                                            (1.5, 2), (0.2, 1), ("0.5s", 1)])  # whole seconds, rounded up, never 0
 def test_durations(value, seconds):
     assert parse_duration(value, "x") == seconds
 
@@ -119,5 +122,66 @@ def test_a_relative_wheelhouse_is_relative_to_the_plan(tmp_path):
     plan = tmp_path / "plans" / "p.toml"
     plan.parent.mkdir()
     plan.write_text('wheelhouse = "../wheels"\n[[stacks]]\nframework = "cuda-runtime"\nversions = ["12.4"]\n')
+    with pytest.raises(UserError, match="the plan's wheelhouse .* is not a directory"):
+        load_plan(plan)  # known before anything is stored
+    (tmp_path / "wheels").mkdir()
     spec, text = load_plan(plan)
     assert spec.wheelhouse == str(tmp_path / "wheels") and "wheelhouse" in text
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a newline in any value that reaches a script is refused, however it is spelled
+    ('[[targets]]\nname = "A100\\ntouch /tmp/x"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "contains a control character"),
+    ('name = "sweep\\u2028x"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "contains a control character"),
+    ('executor="slurm"\n[[targets]]\nname="A100"\ngres = "a100\\n"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Slurm GRES type"),
+    ('executor="slurm"\n[[targets]]\nname="A100"\nfeatures = ["hbm\\n"]\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "features must be"),
+    ('executor="slurm"\n[slurm]\npartition = "gpu\\n"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a plain Slurm name"),
+    ('executor="slurm"\n[slurm]\naccount = "a;b"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a plain Slurm name"),
+    # ASCII digits only: other scripts' digits match \d
+    ('[[targets]]\nname="A100"\ncc="\u0668.\u0660"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a compute capability"),
+    ('python = ["3.\u0661\u0661"]\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Python version"),
+    ('python = ["3.99"]\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Python version from 3.8 to 3.15"),
+    ('python = ["3.7"]\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Python version from 3.8 to 3.15"),
+    # durations: finite, from 1 s to 30 days
+    ('[timeouts]\ncell = inf\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "is not a duration"),
+    ('[timeouts]\ncell = nan\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "is not a duration"),
+    ('[timeouts]\ncell = 1e308\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "longer than 30 days"),
+    (f'[timeouts]\ncell = {10**18}\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "longer than 30 days"),
+    (f'[timeouts]\ncell = "{"9" * 400}"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "is not a duration"),
+    ('[timeouts]\ncell = "31d"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "longer than 30 days"),
+    # versions and values that were silently accepted
+    (f'[[stacks]]\nframework="torch"\nversions=["{"1" * 5000}"]', "is not a version"),
+    ('[[stacks]]\nframework="torch"\nversions=">=2.x"', "is not a PEP 440 version range"),
+    ('[[stacks]]\nframework="torch"\nversions="latest:100000"', "from 1 to 100"),
+    ('platform = "windows-nt-gpu"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Linux platform uv knows"),
+    ('max_parallel_installs = 100000\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "from 1 to 64"),
+    ('[[targets]]\nname="A100"\ngres="a100"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "select Slurm nodes"),
+    ('[[targets]]\nname="A100"\ncount=10000000\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "from 1 to 4096"),
+    (f'[[targets]]\nname="{"A" * 300}"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "at most 200"),
+    ('executor="kubernetes"\n[kubernetes]\nimage="x"\nnamespace="a/b"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Kubernetes namespace"),
+    (f'executor="kubernetes"\n[kubernetes]\nimage="x"\nnamespace="{"a" * 64}"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Kubernetes namespace"),
+    ('executor="kubernetes"\n[kubernetes]\nimage="x; rm -rf /"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a container image"),
+    ("a = " + "[" * 1000 + "]" * 1000, "nests tables or arrays too deeply"),
+], ids=lambda value: value[:50] if isinstance(value, str) else None)
+def test_hardened_values_get_one_sentence(text, expected):
+    with pytest.raises(UserError) as raised:
+        parse_plan(text, "plan.toml")
+    assert expected in str(raised.value)
+
+
+def test_executor_options_follow_their_executor():
+    from gpucompat.executors import make_executor
+    from gpucompat.sweep import with_executor
+
+    spec = parse_plan('executor="kubernetes"\n[kubernetes]\nimage="nvcr.io/nvidia/pytorch:24.08-py3"\n'
+                      '[[stacks]]\nframework="cuda-runtime"\nversions=["12.4"]')
+    assert make_executor(spec, None, False).image == "nvcr.io/nvidia/pytorch:24.08-py3"
+    # the Kubernetes image was handed to SlurmExecutor before: exit 3
+    assert make_executor(with_executor(spec, "slurm"), None, False).name == "slurm"
+
+
+@pytest.mark.parametrize("spec", ["torch==" + "1" * 5000, "torch==2.4.\u0661", "torch==2.4.1\n", "x" * 300],
+                         ids=["5000-digits", "arabic-digit", "trailing-newline", "300-chars"])
+def test_stack_specs_with_absurd_versions_are_one_sentence(spec):
+    with pytest.raises(UserError, match="is not a stack spec"):
+        parse_spec(spec)

@@ -135,6 +135,9 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
     if not facts:
         if observation.signal:
             return Outcome("CRASHED", "import", f"the probe was killed by {_signal_name(observation.signal)} before it reported", evidence)
+        if observation.returncode == 0:  # the probe writes before its first stage: something ended the interpreter first
+            return Outcome("CRASHED", "import", "the process exited 0 before the probe wrote anything: something in the "
+                           "environment (a sitecustomize, a .pth file, a startup hook) ended the interpreter", evidence)
         return Outcome("INTERNAL", "import", f"the probe did not start (exit {observation.returncode}): {_first_line(stderr[-500:])}", evidence)
     if not facts.get("finished"):
         stage = current if current in PROBE_STAGES else "import"

@@ -90,7 +90,7 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True) -> lis
         for table in results_tables(surprises, valid, invalid, per_cell):
             out.print(table)
         note = f", {pending} pending (`gpucompat sweep --resume {sweep_id}`)" if pending else ""
-        out.print(f"sweep {sweep_id} ({sweep['name']}, {sweep['status']}): {len(surprises)} surprises, {len(valid)} valid, "
+        out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {len(surprises)} surprises, {len(valid)} valid, "
                   f"{len(invalid)} invalid{note}; database {store.url}")
     return valid + invalid
 
@@ -112,7 +112,7 @@ def sweep(
 ):
     """Run a sweep: every stack of the plan on every target, each cell to a verdict."""
     from . import sweep as pipeline
-    from .plan import load_plan
+    from .plan import check_path, check_wheelhouse, load_plan
     from .report.terminal import RichProgress
     from .store import Store
 
@@ -125,8 +125,11 @@ def sweep(
     else:
         if plan is None:
             raise UserError("give a plan file (e.g. examples/plans/quick.toml) or --resume ID.")
-        if wheelhouse is not None and not wheelhouse.is_dir():
-            raise UserError(f"--wheelhouse {str(wheelhouse)!r} is not a directory.")
+        for path, what in ((wheelhouse, "--wheelhouse"), (workdir, "--workdir"), (out_dir, "--out")):
+            if path is not None:
+                check_path(path, what)
+        if wheelhouse is not None:
+            check_wheelhouse(wheelhouse)
         spec, text = load_plan(plan)
         spec = pipeline.with_executor(spec, executor)
         options = pipeline.RunOptions(
@@ -140,8 +143,8 @@ def sweep(
             with RichProgress(err) as progress:
                 files = pipeline.dry_run(spec, text, options, out_dir, progress)
             for path in files:
-                out.print(str(path))
-            err.print(f"dry run: {len(files)} files under {out_dir}; nothing was submitted or stored")
+                out.print(escape(str(path)), highlight=False)
+            err.print(f"dry run: {len(files)} files under {escape(str(out_dir))}; nothing was submitted or stored")
             return
         with RichProgress(err) as progress:
             sweep_id = pipeline.start(store, spec, text, str(plan), options, progress)
@@ -162,12 +165,12 @@ def check(
 ):
     """Test single stacks on this machine: resolve, install, probe, verdict. Exit 1 if any is broken."""
     from . import sweep as pipeline
-    from .plan import check_plan_text, parse_plan
+    from .plan import check_plan_text, check_wheelhouse, parse_plan
     from .report.terminal import RichProgress
     from .store import Store
 
-    if wheelhouse is not None and not wheelhouse.is_dir():
-        raise UserError(f"--wheelhouse {str(wheelhouse)!r} is not a directory.")
+    if wheelhouse is not None:
+        check_wheelhouse(wheelhouse)
     text = check_plan_text(specs, python, env)
     spec = parse_plan(text, "check")
     store = Store(db)
@@ -194,7 +197,7 @@ def results(
 
     from .store import Store
 
-    store = Store(db)
+    store = Store(db, readonly=True)
     if list_sweeps:
         sweeps = store.list_sweeps()
         if json_out or fmt == "json":
@@ -202,7 +205,7 @@ def results(
             return
         table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed")
         for s in sweeps:
-            table.add_row(str(s["id"]), s["name"], s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0))
+            table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0))
         out.print(table)
         return
     _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt, per_cell=cells)
@@ -283,7 +286,7 @@ def diff(
     from .report.rows import display_row
     from .store import Store
 
-    store = Store(db)
+    store = Store(db, readonly=True)
     a, b = store.sweep_ref(before), store.sweep_ref(after)
     changes = compute_diff([display_row(r) for r in store.result_rows(a)], [display_row(r) for r in store.result_rows(b)])
     if json_out:
@@ -317,7 +320,7 @@ def history(
         raise UserError("give the GPU as either --gpu NAME or --cc X.Y (one of them).")
     want_cc = cc or (tables.gpu(gpu) or {}).get("cc")
     rows = [
-        r for r in map(display_row, Store(db).result_rows(None))
+        r for r in map(display_row, Store(db, readonly=True).result_rows(None))
         if r["framework"] == framework and r["code"] != "PENDING"
         and (version is None or r["version"] == version or r["version"].split("+")[0] == version)
         and (r["gpu"] == gpu or (want_cc is not None and r["cc"] == want_cc))
@@ -330,7 +333,7 @@ def history(
     if not rows:
         out.print(f"no stored verdict for {escape(spec)} on {escape(gpu or 'compute capability ' + cc)}")
         return
-    out.print(history_table(rows, f"{spec} on {gpu or 'compute capability ' + cc}"))
+    out.print(history_table(rows, escape(f"{spec} on {gpu or 'compute capability ' + cc}")))
 
 
 @app.command()
@@ -349,7 +352,7 @@ def advise(
     from .report.rows import display_row
     from .store import Store
 
-    result = run_advise(framework, gpu, cc, driver, python, [display_row(r) for r in Store(db).result_rows(None)])
+    result = run_advise(framework, gpu, cc, driver, python, [display_row(r) for r in Store(db, readonly=True).result_rows(None)])
     if json_out:
         _print_json(result)
         return
@@ -357,7 +360,7 @@ def advise(
 
     t = result["target"]
     out.print(f"{framework} for {escape(t['gpu'] or 'compute capability ' + t['cc'])} (CC {t['cc']}), driver {t['driver']} (CUDA {t['driver_cuda'] or '?'})")
-    table = Table("Source", "Version", "Variant", "Install", "Notes", title=result["note"], title_justify="left")
+    table = Table("Source", "Version", "Variant", "Install", "Notes", title=escape(result["note"]), title_justify="left")
     for item in result["observed"] + result["predicted"]:
         note = "; ".join(item["warnings"]) or (f"sweep {item['sweep']}, driver {item['driver']}" if item["source"] == "observed" else "")
         table.add_row(item["source"], escape(item["version"]), escape(item["variant"]), escape(item["install"] or "(the interpreter it ran in)"), escape(note))
@@ -375,14 +378,14 @@ def report(
     from .report.html import render
     from .store import Store
 
-    store = Store(db)
+    store = Store(db, readonly=True)
     sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
     html = render(store.sweep(sweep_id), store.result_rows(sweep_id))
     try:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot write {str(output)!r}: {exc.strerror}.") from None
-    err.print(f"wrote {output} (sweep {sweep_id})")
+    err.print(f"wrote {escape(str(output))} (sweep {sweep_id})")
 
 
 @app.command()

@@ -94,7 +94,7 @@ class SweepSpec:
     platform: str = "x86_64-manylinux_2_28"
     wheelhouse: str | None = None
     offline: bool = False
-    executor_options: dict = field(default_factory=dict)  # the plan's [slurm] table, etc.
+    executor_options: dict = field(default_factory=dict)  # {"slurm": the plan's [slurm] table, ...}
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from dataclasses import replace
@@ -35,32 +36,76 @@ DEFAULT_VARIANTS = {
     "cupy": ("cuda12x",),
     "cuda-runtime": ("default",),
 }
-KNOWN_VARIANTS = {
-    "torch": re.compile(r"^(default|cpu|cu\d{2,3}|rocm[\d.]+)$"),
-    "tensorflow": re.compile(r"^(and-cuda|plain)$"),
-    "jax": re.compile(r"^(cpu|cuda\d{2})$"),
-    "cupy": re.compile(r"^cuda\d{2}x$"),
-    "cuda-runtime": re.compile(r"^default$"),
+KNOWN_VARIANTS = {  # matched with fullmatch
+    "torch": re.compile(r"default|cpu|cu[0-9]{2,3}|rocm[0-9]{1,2}(\.[0-9]{1,2}){0,2}", re.ASCII),
+    "tensorflow": re.compile(r"and-cuda|plain", re.ASCII),
+    "jax": re.compile(r"cpu|cuda[0-9]{2}", re.ASCII),
+    "cupy": re.compile(r"cuda[0-9]{2}x", re.ASCII),
+    "cuda-runtime": re.compile(r"default", re.ASCII),
 }
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
-_PYTHON = re.compile(r"^3\.\d{1,2}$")
-_LATEST = re.compile(r"^latest:(\d+)$")
+# Every pattern is matched against the whole string (fullmatch) with ASCII classes only:
+# `$` would let a trailing newline through, and `\d` would accept other scripts' digits.
+_DURATION = re.compile(r"\s*([0-9]{1,9}(?:\.[0-9]{1,9})?)\s*(s|m|h|d)?\s*", re.ASCII)
+PYTHON_VERSION = re.compile(r"3\.(8|9|1[0-5])", re.ASCII)  # the probe needs 3.8+; 3.15 is the newest in sight
+_LATEST = re.compile(r"latest:([0-9]{1,3})", re.ASCII)
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)  # Slurm GRES types, features, partitions, accounts
+_CC = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)
+_DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", re.ASCII)
+# uv's --python-platform values for the Linux machines GPUs sit in
+_PLATFORM = re.compile(r"linux|(x86_64|aarch64)-(unknown-linux-gnu|manylinux2014|manylinux_2_(1[7-9]|[2-3][0-9]|40))", re.ASCII)
+_K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)  # RFC 1123 label: namespaces
+# An image reference: registry[:port]/path[:tag][@digest], ASCII, no shell or YAML syntax.
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?", re.ASCII)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 30 * 86400
+MAX_PLAN_BYTES = 1 << 20
 
 
-def parse_duration(value: object, where: str) -> float:
-    """'90', 90, '90s', '10m', '2h' -> seconds."""
+def text_value(value: object, where: str, limit: int = 200) -> str:
+    """A free-text value (a name): a string of printable characters, bounded in length.
+    Control characters never pass: they would end a line in a script or a submit file."""
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{where} must be a non-empty string.")
+    if len(value) > limit:
+        raise UserError(f"{where} is {len(value)} characters long; at most {limit} are allowed.")
+    if _CONTROL.search(value):
+        raise UserError(f"{where} {value[:60]!r} contains a control character (a newline, tab or escape); remove it.")
+    return value
+
+
+def parse_duration(value: object, where: str) -> int:
+    """'90', 90, '90s', '10m', '2h', '1d' -> whole seconds, rounded up, from 1 s to 30 days.
+    Never 0: `timeout 0` and activeDeadlineSeconds 0 would mean no limit at all."""
+    problem = f"{where}: {value!r} is not a duration; write seconds (90) or '90s', '10m', '2h', '1d'."
     if isinstance(value, bool):
-        raise UserError(f"{where}: {value!r} is not a duration; write seconds (90) or '90s', '10m', '2h'.")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
+        raise UserError(problem)
+    if isinstance(value, int):
+        seconds: float = value if abs(value) <= MAX_TIMEOUT_S else MAX_TIMEOUT_S + 1
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise UserError(problem)
+        seconds = value
     else:
-        match = _DURATION.match(str(value))
+        match = _DURATION.fullmatch(str(value))
         if not match:
-            raise UserError(f"{where}: {value!r} is not a duration; write seconds (90) or '90s', '10m', '2h'.")
-        seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
+            raise UserError(problem)
+        seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}[match.group(2)]
     if seconds <= 0:
         raise UserError(f"{where}: a duration must be greater than zero, not {value!r}.")
-    return seconds
+    if seconds > MAX_TIMEOUT_S:
+        raise UserError(f"{where}: {value!r} is longer than 30 days; give at most '30d'.")
+    return max(MIN_TIMEOUT_S, math.ceil(seconds))
+
+
+def _version(item: object, where: str) -> str:
+    text = str(item) if isinstance(item, (str, int, float)) and not isinstance(item, bool) else ""
+    try:
+        if not text or len(text) > 64 or _CONTROL.search(text):
+            raise InvalidVersion(text)
+        Version(text)
+    except (InvalidVersion, ValueError):  # ValueError: Python refuses ints of thousands of digits
+        raise UserError(f"{where}: {str(item)[:40]!r} is not a version (e.g. '2.4.1' or, for cuda-runtime, '12.4').") from None
+    return text
 
 
 def check_version_spec(spec: object, where: str) -> str | tuple[str, ...]:
@@ -68,24 +113,22 @@ def check_version_spec(spec: object, where: str) -> str | tuple[str, ...]:
     if isinstance(spec, list):
         if not spec:
             raise UserError(f"{where}: the list of versions is empty; name at least one.")
-        for item in spec:
-            try:
-                Version(str(item))
-            except InvalidVersion:
-                raise UserError(f"{where}: {item!r} is not a version (e.g. '2.4.1' or, for cuda-runtime, '12.4').") from None
-        return tuple(str(item) for item in spec)
+        return tuple(_version(item, where) for item in spec)
     if not isinstance(spec, str) or not spec.strip():
         raise UserError(f"{where}: versions must be a list like ['2.4.1'], a range like '>=2.3,<2.6', or 'latest:N'.")
     spec = spec.strip()
     if spec.startswith("latest"):
-        match = _LATEST.match(spec)
-        if not match or int(match.group(1)) < 1:
-            raise UserError(f"{where}: {spec!r} is malformed; write 'latest:N' with N a whole number >= 1.")
+        match = _LATEST.fullmatch(spec)
+        if not match or not 1 <= int(match.group(1)) <= 100:
+            raise UserError(f"{where}: {spec[:40]!r} is malformed; write 'latest:N' with N a whole number from 1 to 100.")
         return spec
     try:
-        SpecifierSet(spec)
-    except InvalidSpecifier:
-        raise UserError(f"{where}: {spec!r} is not a PEP 440 version range (e.g. '>=2.3,<2.6').") from None
+        if len(spec) > 200 or _CONTROL.search(spec):
+            raise InvalidSpecifier(spec)
+        for item in SpecifierSet(spec):
+            Version(item.version.replace(".*", ""))
+    except (InvalidSpecifier, InvalidVersion, ValueError):
+        raise UserError(f"{where}: {spec[:40]!r} is not a PEP 440 version range (e.g. '>=2.3,<2.6').") from None
     return spec
 
 
@@ -98,8 +141,8 @@ def _check_keys(table: dict, allowed: set[str], where: str) -> None:
 def _pythons(value: object, where: str) -> tuple[str, ...]:
     values = value if isinstance(value, list) else [value]
     for item in values:
-        if not isinstance(item, str) or not _PYTHON.match(item):
-            raise UserError(f"{where}: {item!r} is not a Python version; write it as a string like '3.11'.")
+        if not isinstance(item, str) or not PYTHON_VERSION.fullmatch(item):
+            raise UserError(f"{where}: {str(item)[:20]!r} is not a Python version from 3.8 to 3.15; write it as a string like '3.11'.")
     if not values:
         raise UserError(f"{where}: the list of Python versions is empty.")
     return tuple(values)
@@ -133,44 +176,46 @@ def _stack(table: object, index: int, default_pythons: tuple[str, ...]) -> Stack
     if not isinstance(variants, list) or not variants:
         raise UserError(f"{where}: 'variants' must be a non-empty list of strings.")
     for variant in variants:
-        if not isinstance(variant, str) or not KNOWN_VARIANTS[framework].match(variant):
-            raise UserError(f"{where}: {variant!r} is not a variant of {framework} (see README, 'Plan files').")
+        if not isinstance(variant, str) or not KNOWN_VARIANTS[framework].fullmatch(variant):
+            raise UserError(f"{where}: {str(variant)[:40]!r} is not a variant of {framework} (see README, 'Plan files').")
     return StackSpec(framework, versions, tuple(variants), pythons, env)
 
 
-def _target(table: object, index: int) -> Target:
+def _target(table: object, index: int, executor: str) -> Target:
     where = f"[[targets]] #{index}"
     if not isinstance(table, dict):
         raise UserError(f"{where}: each target must be a table with at least name and cc.")
     _check_keys(table, TARGET_KEYS, where)
-    name = table.get("name")
-    if not isinstance(name, str) or not name:
+    if "name" not in table:
         raise UserError(f"{where}: 'name' is missing (the GPU class, e.g. 'NVIDIA A100-SXM4-40GB').")
+    name = text_value(table["name"], f"{where} name")
     cc = table.get("cc")
-    if cc is not None and not re.match(r"^\d{1,2}\.\d$", str(cc)):
-        raise UserError(f"{where}: cc {cc!r} is not a compute capability; write it as a string like '8.0'.")
+    if cc is not None and (isinstance(cc, bool) or not _CC.fullmatch(str(cc))):
+        raise UserError(f"{where}: cc {str(cc)[:20]!r} is not a compute capability; write it as a string like '8.0'.")
     driver = table.get("driver")
-    if driver is not None and not re.match(r"^\d{3}(\.\d+){0,2}$", str(driver)):
-        raise UserError(f"{where}: driver {driver!r} is not a driver version like '580.65.06'.")
+    if driver is not None and (not isinstance(driver, str) or not _DRIVER.fullmatch(driver)):
+        raise UserError(f"{where}: driver {str(driver)[:40]!r} is not a driver version; write it as a string like '580.65.06'.")
     count = table.get("count", 1)
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise UserError(f"{where}: count must be a whole number >= 1.")
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 4096:
+        raise UserError(f"{where}: count must be a whole number from 1 to 4096.")
     memory = table.get("memory_mib")
-    if memory is not None and (not isinstance(memory, int) or memory < 1):
-        raise UserError(f"{where}: memory_mib must be a whole number of MiB.")
+    if memory is not None and (not isinstance(memory, int) or isinstance(memory, bool) or not 1 <= memory <= 1 << 24):
+        raise UserError(f"{where}: memory_mib must be a whole number of MiB (at most 16 TiB).")
     cuda_driver = table.get("cuda_driver")
-    if cuda_driver is not None and not re.match(r"^\d{1,2}\.\d$", str(cuda_driver)):
-        raise UserError(f"{where}: cuda_driver {cuda_driver!r} is not a CUDA version like '12.2' (the newest CUDA the driver supports).")
+    if cuda_driver is not None and (not isinstance(cuda_driver, str) or not _CC.fullmatch(cuda_driver)):
+        raise UserError(f"{where}: cuda_driver {str(cuda_driver)[:20]!r} is not a CUDA version like '12.2' (the newest CUDA the driver supports).")
     gres = table.get("gres")
-    if gres is not None and (not isinstance(gres, str) or not re.match(r"^[A-Za-z0-9_.-]+$", gres)):
-        raise UserError(f"{where}: gres {gres!r} is not a Slurm GRES type like 'a100'.")
+    if gres is not None and (not isinstance(gres, str) or not _NAME.fullmatch(gres)):
+        raise UserError(f"{where}: gres {str(gres)[:40]!r} is not a Slurm GRES type like 'a100'.")
     features = table.get("features", [])
-    if not isinstance(features, list) or not all(isinstance(f, str) and re.match(r"^[A-Za-z0-9_.-]+$", f) for f in features):
+    if not isinstance(features, list) or not all(isinstance(f, str) and _NAME.fullmatch(f) for f in features):
         raise UserError(f"{where}: features must be a list of Slurm feature names like ['hbm'].")
+    if (gres or features) and executor != "slurm":
+        # silently ignoring them would send the cell to any GPU of the pool
+        raise UserError(f"{where}: gres and features select Slurm nodes; the executor is {executor!r}.")
     return Target(
-        name=name, cc=str(cc) if cc else None, driver=str(driver) if driver else None,
-        cuda_driver=str(cuda_driver) if cuda_driver else None, memory_mib=memory, count=count, declared=True,
-        gres=gres, features=tuple(features),
+        name=name, cc=str(cc) if cc else None, driver=driver, cuda_driver=cuda_driver, memory_mib=memory,
+        count=count, declared=True, gres=gres, features=tuple(features),
     )
 
 
@@ -179,20 +224,33 @@ def parse_plan(text: str, source: str = "plan") -> SweepSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source} is not valid TOML: {exc}.") from None
+    except RecursionError:
+        raise UserError(f"{source} nests tables or arrays too deeply to be a plan.") from None
     try:
         return _spec(data)
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
 
 
+def _executor_options(section: str, table: object) -> dict[str, str]:
+    if not isinstance(table, dict):
+        raise UserError(f"[{section}] must be a table.")
+    _check_keys(table, EXECUTOR_KEYS[section], f"[{section}]")
+    for key, value in table.items():
+        pattern = {"image": _IMAGE, "namespace": _K8S_NAME}.get(key, _NAME)
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            what = {"image": "a container image like 'nvcr.io/nvidia/pytorch:24.08-py3'",
+                    "namespace": "a Kubernetes namespace (lowercase letters, digits and '-', at most 63)"}.get(key, "a plain Slurm name")
+            raise UserError(f"[{section}] {key} {str(value)[:80]!r} is not {what}.")
+    return dict(table)
+
+
 def _spec(data: dict) -> SweepSpec:
     _check_keys(data, TOP_KEYS, "plan")
-    name = data.get("name", "sweep")
-    if not isinstance(name, str):
-        raise UserError("'name' must be a string.")
+    name = text_value(data.get("name", "sweep"), "'name'", limit=100)
     executor = data.get("executor", "local")
     if executor not in EXECUTORS:
-        raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
+        raise UserError(f"unknown executor {str(executor)[:40]!r}; this version has: {', '.join(EXECUTORS)}.")
     default_pythons = _pythons(data["python"], "python") if "python" in data else (f"{sys.version_info[0]}.{sys.version_info[1]}",)
     stacks_data = data.get("stacks")
     if not isinstance(stacks_data, list) or not stacks_data:
@@ -200,12 +258,12 @@ def _spec(data: dict) -> SweepSpec:
     stacks = tuple(_stack(table, i, default_pythons) for i, table in enumerate(stacks_data, 1))
 
     targets_data = data.get("targets", "local" if executor == "local" else "discover")
-    if targets_data in ("local", "discover"):
+    if isinstance(targets_data, str) and targets_data in ("local", "discover"):
         if targets_data == "local" and executor != "local":
             raise UserError(f"targets = \"local\" means this machine's GPUs; with executor {executor!r} write targets = \"discover\" or [[targets]].")
         targets: str | tuple[Target, ...] = targets_data
     elif isinstance(targets_data, list) and targets_data:
-        targets = tuple(_target(t, i) for i, t in enumerate(targets_data, 1))
+        targets = tuple(_target(t, i, executor) for i, t in enumerate(targets_data, 1))
     else:
         raise UserError("'targets' must be \"local\", \"discover\" or a list of [[targets]] tables.")
 
@@ -218,29 +276,23 @@ def _spec(data: dict) -> SweepSpec:
         for key, value in timeouts_data.items()
     }
     parallel = data.get("max_parallel_installs", 2)
-    if not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1:
-        raise UserError("max_parallel_installs must be a whole number >= 1.")
+    if not isinstance(parallel, int) or isinstance(parallel, bool) or not 1 <= parallel <= 64:
+        raise UserError("max_parallel_installs must be a whole number from 1 to 64.")
     platform = data.get("platform", "x86_64-manylinux_2_28")
-    if not isinstance(platform, str) or not re.match(r"^[A-Za-z0-9_.-]+$", platform):
-        raise UserError(f"platform {platform!r} is not a uv target platform like 'x86_64-manylinux_2_28'.")
+    if not isinstance(platform, str) or not _PLATFORM.fullmatch(platform):
+        raise UserError(f"platform {str(platform)[:60]!r} is not a Linux platform uv knows, like 'x86_64-manylinux_2_28' or 'aarch64-unknown-linux-gnu'.")
     wheelhouse = data.get("wheelhouse")
-    if wheelhouse is not None and not isinstance(wheelhouse, str):
-        raise UserError("wheelhouse must be a path to a directory of wheels.")
+    if wheelhouse is not None:
+        wheelhouse = text_value(wheelhouse, "wheelhouse", limit=4096)
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
         raise UserError("offline must be true or false.")
-    options: dict = {}
-    for section, allowed in EXECUTOR_KEYS.items():
+    options: dict[str, dict[str, str]] = {}
+    for section in EXECUTOR_KEYS:
         if section in data:
             if section != executor:
                 raise UserError(f"[{section}] is given but the executor is {executor!r}.")
-            if not isinstance(data[section], dict):
-                raise UserError(f"[{section}] must be a table.")
-            _check_keys(data[section], allowed, f"[{section}]")
-            for key, value in data[section].items():
-                if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_.,:/@-]+$", value):
-                    raise UserError(f"[{section}] {key} {value!r} is not a plain name.")
-            options = dict(data[section])
+            options[section] = _executor_options(section, data[section])
     return SweepSpec(
         name=name, stacks=stacks, targets=targets, timeouts=Timeouts(**durations),
         executor=executor, max_parallel_installs=parallel, platform=platform,
@@ -248,19 +300,46 @@ def _spec(data: dict) -> SweepSpec:
     )
 
 
+def check_path(path: Path | str, what: str) -> Path:
+    """A path given on the command line or in a plan: it ends up in scripts and submit files,
+    so it may hold no control character (a newline would end the line it is written on)."""
+    text = str(path)
+    if not text.strip():
+        raise UserError(f"{what} is empty; give a path.")
+    if _CONTROL.search(text) or len(text) > 4096:
+        raise UserError(f"{what} {text[:60]!r} contains a control character (such as a newline) or is too long; choose another path.")
+    return Path(text)
+
+
 def load_plan(path: str | Path) -> tuple[SweepSpec, str]:
     """Read and validate a plan file; returns the spec and the text (stored with the sweep)."""
-    path = Path(path)
+    path = check_path(path, "the plan file")
+    if not path.exists():
+        raise UserError(f"plan file {str(path)!r} does not exist.")
+    if not path.is_file():  # a directory, /dev/zero, a FIFO: nothing a plan is read from
+        raise UserError(f"plan file {str(path)!r} is not a regular file.")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"plan file {str(path)!r} does not exist.") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PLAN_BYTES + 1)
+        if len(data) > MAX_PLAN_BYTES:
+            raise UserError(f"plan file {str(path)!r} is larger than 1 MiB; a plan is a short TOML file.")
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read plan file {str(path)!r}: {exc.__class__.__name__}.") from None
     spec = parse_plan(text, str(path))
-    if spec.wheelhouse and not Path(spec.wheelhouse).is_absolute():
-        spec = replace(spec, wheelhouse=str((path.parent / spec.wheelhouse).resolve()))
+    if spec.wheelhouse:
+        wheelhouse = Path(spec.wheelhouse) if Path(spec.wheelhouse).is_absolute() else (path.parent / spec.wheelhouse).resolve()
+        check_wheelhouse(wheelhouse, "the plan's wheelhouse")
+        spec = replace(spec, wheelhouse=str(wheelhouse))
     return spec, text
+
+
+def check_wheelhouse(path: Path, what: str = "--wheelhouse") -> Path:
+    """The same sentence for --wheelhouse and a plan's wheelhouse that is not a directory."""
+    check_path(path, what)
+    if not path.is_dir():
+        raise UserError(f"{what} {str(path)!r} is not a directory.")
+    return path
 
 
 def _toml_str(value: str) -> str:
@@ -277,9 +356,13 @@ def parse_spec(text: str) -> tuple[str, str | None, str | None]:
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
+        if len(text) > 200 or _CONTROL.search(text):
+            raise InvalidRequirement(text)
         requirement = Requirement(text)
-    except InvalidRequirement:
-        raise UserError(f"{text!r} is not a stack spec; write e.g. torch==2.4.1, jax[cuda12]==0.4.30 or cuda-runtime==12.4.") from None
+        for item in requirement.specifier:
+            Version(item.version.replace(".*", "").split("+")[0])
+    except (InvalidRequirement, InvalidVersion, ValueError):
+        raise UserError(f"{text[:60]!r} is not a stack spec; write e.g. torch==2.4.1, jax[cuda12]==0.4.30 or cuda-runtime==12.4.") from None
     name = requirement.name.lower().replace("_", "-")
     variant = None
     if name.startswith("cupy-cuda"):
@@ -308,8 +391,8 @@ def check_plan_text(specs: list[str], python: str | None, env: str) -> str:
     """
     if env not in ENV_PROVIDERS:
         raise UserError(f"unknown env {env!r}; expected one of: {', '.join(ENV_PROVIDERS)}.")
-    if python is not None and not _PYTHON.match(python):
-        raise UserError(f"--python {python!r} is not a Python version like '3.11'.")
+    if python is not None and not PYTHON_VERSION.fullmatch(python):
+        raise UserError(f"--python {python[:20]!r} is not a Python version from 3.8 to 3.15, like '3.11'.")
     lines = ['name = "check"']
     if python and env == "uv":
         lines.append(f"python = [{_toml_str(python)}]")

@@ -58,6 +58,8 @@ def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:
     if executor not in EXECUTORS:
         raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
     targets = "discover" if spec.targets == "local" and executor != "local" else spec.targets
+    if executor != "slurm" and not isinstance(targets, str) and any(t.gres or t.features for t in targets):
+        raise UserError(f"the plan's targets select Slurm nodes by gres or features; --executor {executor} cannot honour them.")
     return replace(spec, executor=executor, targets=targets)
 
 
@@ -98,10 +100,9 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
     # What resume needs is stored with the sweep: the plan text and the effective options.
     options = RunOptions(wheelhouse, offline, options.workdir, options.skip_predicted_failures, options.executor)
-    sweep_id = store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict())
-    store.add_cells(sweep_id, targets, resolved)
-    store.add_predictions({cell.id: prediction_for(cell).to_dict() for cell in store.cells_of(sweep_id)})
-    return sweep_id
+    # One transaction: a sweep is stored whole (targets, stacks, cells, predictions) or not at all.
+    return store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict(), targets, resolved,
+                              lambda r, target: prediction_for(Cell(0, r.stack, target, r)).to_dict())
 
 
 def prediction_for(cell: Cell) -> Prediction:
@@ -225,6 +226,10 @@ def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, pro
     store = Store("sqlite://")  # in memory: a dry run leaves no sweep behind
     sweep_id = start(store, spec, plan_text, None, options, progress)
     executor = make_executor(spec, options.wheelhouse, options.offline)
-    cells = [cell for cell in store.cells_of(sweep_id) if cell.resolved.ok]
-    executor.prepare(cells, out.resolve())
+    cells = store.cells_of(sweep_id)
+    runnable = [cell for cell in cells if cell.resolved.ok]
+    if not runnable:
+        why = analysis.classify(cells[0].resolved, None).summary if cells else "the plan expands to no cell"
+        raise UserError(f"dry run: no stack of the plan resolved, so there is nothing to submit; the first: {why}")
+    executor.prepare(runnable, out.resolve())
     return sorted(p for p in out.rglob("*") if p.is_file())

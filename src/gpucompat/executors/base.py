@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -50,11 +51,11 @@ class Executor(Protocol):
     def cancel(self, jobs: list[JobDir]) -> None: ...
 
 
-def run_command(command: list[str], timeout: float, where: str) -> subprocess.CompletedProcess:
+def run_command(command: list[str], timeout: float, where: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """A scheduler's command-line tool; its absence or silence is one sentence, not a traceback.
     `where`: the kind of host it runs on ("a Slurm submit host")."""
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     except FileNotFoundError:
         raise UserError(f"{command[0]} is not on PATH: run this on {where}.") from None
     except subprocess.TimeoutExpired:
@@ -75,7 +76,7 @@ def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:
 
 def stage_timeout_arg(timeouts: Timeouts) -> str:
     """The probe's --stage-timeouts value, for jobs no parent process watches."""
-    return ",".join(f"{stage}={int(timeouts.for_stage(stage))}" for stage in ("import", "device", "compute"))
+    return ",".join(f"{stage}={math.ceil(timeouts.for_stage(stage))}" for stage in ("import", "device", "compute"))
 
 
 def tail(path: Path, limit: int = 6000) -> str:

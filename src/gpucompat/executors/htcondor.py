@@ -15,12 +15,13 @@ condor_submit_dag command. No live pool was run in this project's tests (see the
 from __future__ import annotations
 
 import json
-import shlex
+import math
 from pathlib import Path
 
 from ..errors import UserError
 from ..model import Cell, Observation, Target, Timeouts
 from .base import DONE, WAITING, JobDir, new_job_dir, stage_timeout_arg, tail
+from .quoting import classad_string, condor_path, shell_comment, shell_word
 
 DAG_FILE = "sweep.dag"
 
@@ -42,21 +43,21 @@ def gpu_requirement(target: Target) -> str | None:
     if target.cc:
         parts.append(f"Capability == {float(target.cc):.1f}")
     if not target.declared and target.name:
-        parts.append('DeviceName == "' + target.name.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        parts.append(f"DeviceName == {classad_string(target.name)}")
     return " && ".join(parts) or None
 
 
 def job_script(cell: Cell, stage_timeouts: str, install_timeout: float) -> str:
     """run.sh for the execute node: everything relative to the job's scratch directory."""
-    lines = ["#!/bin/bash", f"# gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}".replace("\n", " "),
+    lines = ["#!/bin/bash", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
              "touch result.json stdout.log stderr.log install.log install.failed  # every output file exists, or the job is held"]
     python = "python3"
     if cell.stack.env == "uv":
         lines += ["unset PYTHONPATH",
-                  f"timeout {int(install_timeout)} bash install.sh > install.log 2>&1",
+                  f"timeout {math.ceil(install_timeout)} bash install.sh > install.log 2>&1",
                   'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi']
         python = "./env/bin/python"
-    lines.append(f"exec {python} probe.py --framework {shlex.quote(cell.stack.framework)} --result result.json "
+    lines.append(f"exec {python} probe.py --framework {shell_word(cell.stack.framework)} --result result.json "
                  f"--stage-timeouts {stage_timeouts} > stdout.log 2> stderr.log")
     return "\n".join(lines) + "\n"
 
@@ -103,6 +104,7 @@ class HTCondorExecutor:
 
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         htcondor2 = _bindings()
+        condor_path(workdir)  # every path below lies under it
         workdir.mkdir(parents=True, exist_ok=True)
         stage_timeouts = stage_timeout_arg(self.timeouts)
         dag = htcondor2.dags.DAG()
@@ -119,7 +121,7 @@ class HTCondorExecutor:
             description = {
                 "universe": "vanilla",
                 "executable": "run.sh",
-                "initialdir": str(path),
+                "initialdir": condor_path(path),
                 "log": "job.log",
                 "output": "condor.out",
                 "error": "condor.err",
@@ -131,9 +133,9 @@ class HTCondorExecutor:
                 "when_to_transfer_output": "ON_EXIT_OR_EVICT",
                 "transfer_input_files": ", ".join(inputs),
                 "transfer_output_files": "result.json, stdout.log, stderr.log, install.log, install.failed",
-                "periodic_remove": f"(JobStatus == 1) && (time() - QDate) > {int(self.timeouts.pending)}",
+                "periodic_remove": f"(JobStatus == 1) && (time() - QDate) > {math.ceil(self.timeouts.pending)}",
                 "max_retries": "0",
-                "allowed_execute_duration": str(int(self.timeouts.cell + self.timeouts.install)),
+                "allowed_execute_duration": str(math.ceil(self.timeouts.cell + self.timeouts.install)),
                 "My.GpucompatCell": str(cell.id),
             }
             requirement = gpu_requirement(cell.target)
@@ -144,8 +146,8 @@ class HTCondorExecutor:
             if cell.resolved.cuda_runtime:
                 description["gpus_minimum_runtime"] = cell.resolved.cuda_runtime
             dag.layer(name=f"cell{cell.id}", submit_description=htcondor2.Submit(description),
-                      post=htcondor2.dags.Script(executable=str(path / "post.sh"), arguments=["$RETURN"]))
-            (path / "post.sh").write_text(f"#!/bin/sh\necho \"{{\\\"return\\\": $1}}\" > {shlex.quote(str(path / 'post.json'))}\nexit 0\n")
+                      post=htcondor2.dags.Script(executable=condor_path(path / "post.sh"), arguments=["$RETURN"]))
+            (path / "post.sh").write_text(f"#!/bin/sh\necho \"{{\\\"return\\\": $1}}\" > {shell_word(path / 'post.json')}\nexit 0\n")
             (path / "post.sh").chmod(0o755)
             (path / "run.sh").chmod(0o755)
             jobs.append(JobDir(cell, path, path / "env", "./env/bin/python" if commands else "python3"))
@@ -163,7 +165,7 @@ class HTCondorExecutor:
             result = schedd.submit(htcondor2.Submit.from_dag(str(dag_file), {"force": 1}))
             self.submitted = str(result.cluster())
         except Exception:  # noqa: BLE001 - no schedd here: the user submits by hand
-            self.submitted = f"cd {shlex.quote(str(dag_file.parent))} && condor_submit_dag {DAG_FILE}"
+            self.submitted = f"cd {shell_word(dag_file.parent)} && condor_submit_dag {DAG_FILE}"
 
     def attach(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         """The job directories of a DAG already submitted, to collect what came back."""

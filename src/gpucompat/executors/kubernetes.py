@@ -12,38 +12,43 @@ message. Without a reachable cluster the manifests are written and the exact
 from __future__ import annotations
 
 import json
+import math
 import re
-import shlex
 import time
 from pathlib import Path
 
 from ..errors import UserError
 from ..model import Cell, Observation, Target, Timeouts
 from .base import DONE, PROBE_SOURCE, RUNNING, WAITING, JobDir, stage_timeout_arg
+from .quoting import k8s_name, shell_word
 
 BEGIN, END = "GPUCOMPAT-RESULT-BEGIN", "GPUCOMPAT-RESULT-END"
-
-
-def _name(text: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63]
 
 
 def node_selector(target: Target) -> dict[str, str]:
     return dict(item.split("=", 1) for item in target.selector)
 
 
+def sweep_label(workdir: Path) -> str:
+    """The sweep's name on the cluster: its work directory's name, made unique by a hash of the
+    whole path (the store it belongs to), so two stores sharing a namespace never collide. At most
+    50 characters, so a Job's name (the label, '-c', the cell id) stays within 63."""
+    return k8s_name(f"gpucompat-{workdir.name}", str(workdir.resolve()), limit=50)
+
+
 def job_manifest(cell: Cell, sweep: str, image: str, namespace: str, timeouts: Timeouts) -> dict:
+    """`sweep` is sweep_label(workdir)."""
     stage_timeouts = stage_timeout_arg(timeouts)
     script = ["cp /gpucompat/probe.py /tmp/probe.py && cd /tmp || exit 70"]
     python = "python3"
     if cell.stack.env == "uv":
-        pins = " ".join(shlex.quote(p) for p in cell.resolved.pins)
+        pins = " ".join(shell_word(p) for p in cell.resolved.pins)
         script.append(f"(uv venv --quiet env && uv pip install --python env/bin/python --no-deps {pins}) > install.log 2>&1 "
                       f"|| {{ echo {BEGIN}; echo '{{\"install_failed\": true}}'; echo {END}; tail -c 4000 install.log; exit 0; }}")
         python = "env/bin/python"
-    script.append(f"{python} probe.py --framework {shlex.quote(cell.stack.framework)} --result result.json --stage-timeouts {stage_timeouts}; "
+    script.append(f"{python} probe.py --framework {shell_word(cell.stack.framework)} --result result.json --stage-timeouts {stage_timeouts}; "
                   f"code=$?; echo {BEGIN}; cat result.json; echo; echo {END}; exit $code")
-    labels = {"app.kubernetes.io/managed-by": "gpucompat", "gpucompat/sweep": _name(sweep), "gpucompat/cell": str(cell.id)}
+    labels = {"app.kubernetes.io/managed-by": "gpucompat", "gpucompat/sweep": sweep, "gpucompat/cell": str(cell.id)}
     pod_spec = {
         "restartPolicy": "Never",
         "containers": [{
@@ -53,7 +58,7 @@ def job_manifest(cell: Cell, sweep: str, image: str, namespace: str, timeouts: T
             "resources": {"limits": {"nvidia.com/gpu": 1}},
             "volumeMounts": [{"name": "gpucompat", "mountPath": "/gpucompat", "readOnly": True}],
         }],
-        "volumes": [{"name": "gpucompat", "configMap": {"name": f"gpucompat-{_name(sweep)}"}}],
+        "volumes": [{"name": "gpucompat", "configMap": {"name": sweep}}],
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     }
     if cell.target.selector:
@@ -61,10 +66,10 @@ def job_manifest(cell: Cell, sweep: str, image: str, namespace: str, timeouts: T
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": _name(f"gpucompat-{sweep}-cell-{cell.id}"), "namespace": namespace, "labels": labels},
+        "metadata": {"name": f"{sweep}-c{cell.id}", "namespace": namespace, "labels": labels},
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": int(timeouts.install + timeouts.cell),
+            "activeDeadlineSeconds": math.ceil(timeouts.install + timeouts.cell),
             "ttlSecondsAfterFinished": 7 * 24 * 3600,
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
@@ -73,7 +78,7 @@ def job_manifest(cell: Cell, sweep: str, image: str, namespace: str, timeouts: T
 
 def config_map(sweep: str, namespace: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": f"gpucompat-{_name(sweep)}", "namespace": namespace},
+            "metadata": {"name": sweep, "namespace": namespace},
             "data": {"probe.py": PROBE_SOURCE.read_text()}}
 
 
@@ -119,7 +124,7 @@ class KubernetesExecutor:
 
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         workdir.mkdir(parents=True, exist_ok=True)
-        sweep = workdir.name
+        sweep = sweep_label(workdir)
         (workdir / "configmap.json").write_text(json.dumps(config_map(sweep, self.namespace), indent=1))
         jobs = []
         for cell in cells:
@@ -146,7 +151,7 @@ class KubernetesExecutor:
             self.client = client
             self._started = time.monotonic()
         except UserError as exc:
-            files = " ".join(shlex.quote(str(p)) for p in [workdir / "configmap.json", *(j.path / "job.json" for j in jobs)])
+            files = " ".join(shell_word(p) for p in [workdir / "configmap.json", *(j.path / "job.json" for j in jobs)])
             self.submitted = f"no cluster ({exc}); apply by hand: kubectl apply -f {files}"
             raise UserError(self.submitted) from None
 

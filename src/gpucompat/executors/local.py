@@ -25,10 +25,24 @@ from .. import envs
 from ..model import Cell, Observation, Timeouts
 from ..space import cache_dir
 from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, new_job_dir, tail
+from .quoting import shell_comment, shell_word
 
 READY_MARKER = ".gpucompat-ready"
 CPU_ONLY_SLOTS = 2  # probes at once when no GPU is visible (none of them can reach a GPU)
 POLL_S = 0.05
+
+
+# Every job process runs in its own session (so one kill reaches all it started) behind this
+# watchdog: when gpucompat itself is gone, even by SIGKILL, the watchdog kills the job's whole
+# process group within a second, so no probe or install outlives the sweep that started it.
+# `$$` is the job itself once `exec` has replaced the shell; the loop also ends when it exits.
+WATCHDOG = ('parent=$1; shift; ( while kill -0 "$parent" 2>/dev/null && kill -0 $$ 2>/dev/null; '
+            'do sleep 1; done; kill -KILL 0 ) & exec "$@"')
+PID_FILE = "job.pid"
+
+
+def watched(command: list[str]) -> list[str]:
+    return ["/bin/sh", "-c", WATCHDOG, "gpucompat-watchdog", str(os.getpid()), *command]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -36,6 +50,24 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def kill_leftover(job_path: Path) -> bool:
+    """A probe of this cell left running by an earlier gpucompat (killed before its watchdog
+    could act, or on a system without one): kill its process group. The process is checked to
+    be this cell's by its environment, so a reused PID is never killed."""
+    try:
+        pid = int((job_path / PID_FILE).read_text())
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return False
+    if f"GPUCOMPAT_JOB_DIR={job_path}".encode() not in environ:
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 class LocalExecutor:
@@ -73,14 +105,13 @@ class LocalExecutor:
         for cell in cells:
             env_dir = self.env_root / cell.resolved.env_key
             interpreter = envs.provider(cell.stack.env).interpreter(cell.resolved, env_dir)
+            kill_leftover(workdir / f"cell-{cell.id}")  # --resume after a kill: never two probes of one cell
             path = new_job_dir(cell, workdir, env_dir=str(env_dir), interpreter=interpreter, timeouts=asdict(self.timeouts))
             # CUDA_VISIBLE_DEVICES is set by the executor when it starts the job.
-            (path / "run.sh").write_text(
-                "#!/bin/sh\n# gpucompat cell %d: %s on %s\ncd \"$(dirname \"$0\")\" || exit 70\n"
-                "exec %s probe.py --framework %s --result result.json\n"
-                % (cell.id, cell.stack.key.replace("\n", " "), cell.target.key.replace("\n", " "),
-                   shlex.quote(interpreter), shlex.quote(cell.stack.framework))
-            )
+            (path / "run.sh").write_text("\n".join([
+                "#!/bin/sh", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
+                'cd "$(dirname "$0")" || exit 70',
+                f"exec {shell_word(interpreter)} probe.py --framework {shell_word(cell.stack.framework)} --result result.json", ""]))
             (path / "run.sh").chmod(0o755)
             jobs.append(JobDir(cell, path, env_dir, interpreter))
         return jobs
@@ -152,7 +183,7 @@ class LocalExecutor:
     def _run(self, command: list[str], log, timeout: float, env: dict) -> tuple[int | None, bool]:
         if self._cancelled.is_set():
             return None, False
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True)
+        proc = subprocess.Popen(watched(command), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True)
         with self._lock:
             self._procs.add(proc)
         try:
@@ -191,7 +222,7 @@ class LocalExecutor:
             self._set(job, DONE, Observation(facts={}, internal=repr(exc)))
 
     def _probe(self, job: JobDir, device: str) -> Observation:
-        env = {**os.environ}
+        env = {**os.environ, "GPUCOMPAT_JOB_DIR": str(job.path)}
         if not device.startswith("cpu"):
             env["CUDA_VISIBLE_DEVICES"] = device
         if job.cell.stack.env != "current":
@@ -199,8 +230,9 @@ class LocalExecutor:
         result_path = job.path / "result.json"
         began, began_wall = time.monotonic(), time.time()
         with (job.path / "stdout.log").open("w") as out, (job.path / "stderr.log").open("w") as err:
-            proc = subprocess.Popen(["/bin/sh", str(job.path / "run.sh")], stdout=out, stderr=err,
+            proc = subprocess.Popen(watched(["/bin/sh", str(job.path / "run.sh")]), stdout=out, stderr=err,
                                     env=env, start_new_session=True)
+            (job.path / PID_FILE).write_text(str(proc.pid))
             with self._lock:
                 self._procs.add(proc)
             timed_out_stage, facts, seen_mtime = None, {}, 0.0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 import subprocess
 import time
@@ -24,6 +23,7 @@ from ..model import Cell, Observation, Target, Timeouts
 from ..space import cache_dir
 from .base import DONE, RUNNING, WAITING, JobDir, new_job_dir, run_command, stage_timeout_arg, tail
 from .local import READY_MARKER
+from .quoting import sbatch_directive, shell_comment, shell_word, slurm_name
 
 ACTIVE = {"PENDING": WAITING, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING}
 
@@ -93,8 +93,8 @@ class SlurmExecutor:
         return max(1, math.ceil((self.timeouts.install + self.timeouts.cell) / 60))
 
     @staticmethod
-    def _run(command: list[str]) -> subprocess.CompletedProcess:
-        return run_command(command, 60, "a Slurm submit host")
+    def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+        return run_command(command, 60, "a Slurm submit host", cwd=cwd)
 
     # -- Executor protocol ---------------------------------------------------------------
 
@@ -120,15 +120,15 @@ class SlurmExecutor:
             interpreter = provider.interpreter(cell.resolved, env_dir)
             commands = provider.install_commands(cell.resolved, env_dir, self.wheelhouse, self.offline)
             path = new_job_dir(cell, workdir, interpreter=interpreter)
-            lines = ["#!/bin/bash", f"# gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}".replace("\n", " "),
-                     f"cd {shlex.quote(str(path))} || exit 70"]
+            lines = ["#!/bin/bash", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
+                     f"cd {shell_word(path)} || exit 70"]
             if cell.stack.env != "current":
                 lines.append("unset PYTHONPATH  # a built environment is tested as built")
             if commands:
                 (path / "install.sh").write_text("set -e\n" + "\n".join(shlex.join(c) for c in commands) + "\n")
-                ready, lock = shlex.quote(str(env_dir / READY_MARKER)), shlex.quote(str(env_dir) + ".lock")
+                ready, lock = shell_word(env_dir / READY_MARKER), shell_word(str(env_dir) + ".lock")
                 lines += [
-                    f"mkdir -p {shlex.quote(str(env_dir.parent))}",
+                    f"mkdir -p {shell_word(env_dir.parent)}",
                     f"if [ ! -e {ready} ]; then",
                     f"  ( flock 9; [ -e {ready} ] || {{ timeout {int(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
                     f"9> {lock} > install.log 2>&1",
@@ -136,7 +136,7 @@ class SlurmExecutor:
                     '  if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
                     "fi",
                 ]
-            lines.append(f"exec {shlex.quote(interpreter)} probe.py --framework {shlex.quote(cell.stack.framework)} "
+            lines.append(f"exec {shell_word(interpreter)} probe.py --framework {shell_word(cell.stack.framework)} "
                          f"--result result.json --stage-timeouts {stage_timeouts} > stdout.log 2> stderr.log")
             (path / "run.sh").write_text("\n".join(lines) + "\n")
             job = JobDir(cell, path, env_dir, interpreter)
@@ -144,11 +144,12 @@ class SlurmExecutor:
             groups.setdefault(cell.target, []).append(job)
         for number, (target, members) in enumerate(groups.items()):
             script = workdir / f"array-{number}.sh"
-            directives = [*request_args(target), *self._common_args(), f"--job-name=gpucompat-{workdir.name}-{number}",
-                          f"--array=0-{len(members) - 1}", f"--output={workdir}/slurm-%A_%a.out"]
-            cells_list = " ".join(shlex.quote(str(job.path / "run.sh")) for job in members)
-            script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {_directive(d)}\n" for d in directives)
-                              + f"# {target.key}\ncells=({cells_list})\nexec bash \"${{cells[$SLURM_ARRAY_TASK_ID]}}\"\n")
+            # --output is relative to the directory sbatch runs in (the work directory): no path in a directive
+            directives = [*request_args(target), *self._common_args(), f"--job-name={slurm_name(f'gpucompat-{workdir.name}-{number}')}",
+                          f"--array=0-{len(members) - 1}", "--output=slurm-%A_%a.out"]
+            cells_list = " ".join(shell_word(job.path / "run.sh") for job in members)
+            script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {sbatch_directive(d)}\n" for d in directives)
+                              + shell_comment(target.key) + f"\ncells=({cells_list})\nexec bash \"${{cells[$SLURM_ARRAY_TASK_ID]}}\"\n")
             (workdir / f"array-{number}.cells").write_text("\n".join(str(job.id) for job in members) + "\n")
         return jobs
 
@@ -159,7 +160,7 @@ class SlurmExecutor:
         by_id = {job.id: job for job in jobs}
         for script in sorted(workdir.glob("array-*.sh")):
             members = [int(line) for line in script.with_suffix(".cells").read_text().split()]
-            proc = self._run(["sbatch", "--parsable", str(script)])
+            proc = self._run(["sbatch", "--parsable", script.name], cwd=workdir)
             if proc.returncode != 0:
                 for cell_id in members:
                     self._no_match[cell_id] = f"sbatch refused the job: {proc.stderr.strip()[-400:]}"
@@ -220,10 +221,6 @@ class SlurmExecutor:
         if self._array_ids:
             subprocess.run(["scancel", *self._array_ids], capture_output=True, timeout=60)
 
-
-def _directive(option: str) -> str:
-    # sbatch reads #SBATCH lines itself, not through a shell: plain values stay plain, others are quoted.
-    return option if re.fullmatch(r"[\w.,:=&%/@+-]+", option) else shlex.quote(option)
 
 
 def _seconds(run_time: str) -> float:

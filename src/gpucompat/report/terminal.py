@@ -49,7 +49,7 @@ def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]
         valid_table.add_row(*(escape(str(row[k])) for _, k in keys), escape("; ".join(row["warnings"])[:300]))
     for row in invalid:
         code = code_text(row["code"]) + ("" if row["observed"] else " [dim](predicted)[/]")
-        invalid_table.add_row(*(escape(str(row[k])) for _, k in keys), code, row["stage"], escape(row["reason"]))
+        invalid_table.add_row(*(escape(str(row[k])) for _, k in keys), code, escape(row["stage"]), escape(row["reason"]))
     tables = [valid_table, invalid_table] if per_cell else seed_tables(valid, invalid)
     if surprises:
         surprise_table = Table(title=f"Surprises ({len(surprises)}): observed differs from predicted — a knowledge gap or a broken node",
@@ -125,12 +125,12 @@ def doctor_tables(result: dict) -> list:
         gpus = Table("Index", "Name", "CC", "Memory MiB", "MIG", "UUID", title="GPUs", title_justify="left")
         for g in result["gpus"]:
             mig = "n/a" if g["mig_mode"] is None else ("on: " + ", ".join(g["mig_devices"]) if g["mig_mode"] else "off")
-            gpus.add_row(str(g["index"]), escape(g["name"]), g["cc"] or "?", str(g["memory_mib"] or "?"), escape(mig), g["uuid"])
+            gpus.add_row(str(g["index"]), escape(g["name"]), escape(g["cc"] or "?"), str(g["memory_mib"] or "?"), escape(mig), escape(g["uuid"] or ""))
         items.append(gpus)
     frameworks = Table("Framework", "Version", "CUDA runtime", "cuDNN", "Arch list", "Note", title=f"Frameworks in {escape(result['python']['executable'])}",
                        title_justify="left")
     for f in result["frameworks"]:
-        frameworks.add_row(f["framework"], escape(str(f["version"])), f["cuda_runtime"] or "", str(f["cudnn"] or ""),
+        frameworks.add_row(f["framework"], escape(str(f["version"])), escape(f["cuda_runtime"] or ""), escape(str(f["cudnn"] or "")),
                            escape(" ".join(f["arch_list"] or [])), escape(f["import_error"] or f["note"] or ""))
     items.append(frameworks if result["frameworks"] else "no ML framework is installed in this interpreter")
     if result["verdicts"]:
@@ -174,6 +174,6 @@ def history_table(rows: list[dict], title: str) -> Table:
 
     for row in rows:
         when = datetime.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M") if row.get("created_at") else ""
-        table.add_row(str(row["sweep"]), when, escape(row["gpu"]), row["cc"], escape(row["driver"]), row["cuda_runtime"],
+        table.add_row(str(row["sweep"]), when, escape(row["gpu"]), escape(row["cc"] or ""), escape(row["driver"] or ""), escape(row["cuda_runtime"] or ""),
                       code_text(row["code"]), escape(row["reason"][:160]))
     return table

@@ -1,0 +1,70 @@
+"""One quoting helper per format a job file is written in: shell, Slurm, HTCondor, Kubernetes.
+
+Values reach these files from plans, the command line and scheduler output; the plan
+parser already refuses control characters, and these helpers make sure that whatever
+gets through is written as data, never as a new line of commands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from pathlib import Path
+
+from ..errors import UserError
+
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Characters a DAG file or an HTCondor submit value can carry unquoted: DAGMan splits its
+# lines on whitespace and has no quoting for paths.
+_CONDOR_PATH = re.compile(r"[A-Za-z0-9_./+@%,=-]+", re.ASCII)
+
+
+def shell_word(value: object) -> str:
+    """One word of a POSIX shell command line."""
+    return shlex.quote(str(value))
+
+
+def shell_comment(text: str) -> str:
+    """A `# ...` line whose text can never end the comment (no line breaks of any kind)."""
+    return "# " + _LINE_BREAKS.sub(" ", text)
+
+
+def sbatch_directive(option: str) -> str:
+    """The text after `#SBATCH`: sbatch reads these lines itself, not through a shell, so a plain
+    value stays plain; anything else is refused rather than guessed at."""
+    if not re.fullmatch(r"--[a-z-]+(=[\w.,:=&%/@+-]+)?", option, re.ASCII):
+        raise UserError(f"cannot write the sbatch option {option[:80]!r} into a batch script; use plain names.")
+    return option
+
+
+def slurm_name(text: str) -> str:
+    """A job name: letters, digits and `_.-` only."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:64].strip("-") or "gpucompat"
+
+
+def classad_string(text: str) -> str:
+    """A ClassAd string literal: quotes and backslashes escaped, line breaks removed."""
+    return '"' + _LINE_BREAKS.sub(" ", text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def condor_path(path: Path) -> str:
+    """A path for a DAG file or a submit description, which cannot quote one."""
+    text = str(path)
+    if not _CONDOR_PATH.fullmatch(text):
+        raise UserError(f"HTCondor DAG and submit files cannot hold the path {text[:80]!r} (spaces, quotes or other "
+                        "special characters); choose a --workdir or --out made of letters, digits and ./_-")
+    return text
+
+
+def k8s_name(prefix: str, unique: str, suffix: str = "", limit: int = 63) -> str:
+    """An RFC 1123 label (lowercase alphanumerics and '-', at most 63): `prefix` is shortened to
+    fit, a hash of `unique` keeps two long prefixes apart, and `suffix` is always kept whole."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    digest = hashlib.sha256(unique.encode()).hexdigest()[:8]
+    tail = f"-{digest}" + (f"-{suffix}" if suffix else "")
+    room = limit - len(tail)
+    name = (slug[:room].rstrip("-") or "gpucompat") + tail
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) or len(name) > limit:
+        raise UserError(f"cannot make a Kubernetes name from {prefix[:40]!r} and {suffix!r}.")
+    return name
