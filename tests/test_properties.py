@@ -168,6 +168,7 @@ def run_scripts(files: list[Path]) -> None:
 @settings(max_examples=int(os.environ.get("GPUCOMPAT_FUZZ_RENDER_EXAMPLES", "40")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(plan=plans(), directory=fuzz_text, executor=st.sampled_from(["local", "slurm", "htcondor", "kubernetes"]), run=st.booleans())
+@example(plan={"stacks": [{"framework": "cuda-runtime", "env": "current"}]}, directory="A" * 300, executor="local", run=False)  # was exit 3
 def test_every_executor_writes_valid_files_that_execute_nothing_they_were_handed(plan, directory, executor, run):
     try:
         spec = parse_plan(toml_table(plan), "fuzz.toml")
@@ -203,11 +204,14 @@ cli_arguments = st.one_of(
     st.tuples(st.just("history"), fuzz_text, st.just("--cc"), fuzz_text),
     st.tuples(st.just("results"), st.just("--format"), fuzz_text),
     st.tuples(st.just("results"), st.just("--db"), fuzz_text),
+    st.tuples(st.just("results"), st.just("--sweep"), st.integers(min_value=-10**30, max_value=10**30).map(str)),
 )
 
 
 @QUICK
 @given(args=cli_arguments)
+@example(args=("diff", "9" * 30, "latest"))  # found by tools/reliability.py: an id past SQLite's integers was exit 3
+@example(args=("results", "--sweep", "9" * 30))
 def test_command_line_values_never_end_in_an_internal_error(args):
     from typer.testing import CliRunner
 

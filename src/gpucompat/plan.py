@@ -306,8 +306,9 @@ def check_path(path: Path | str, what: str) -> Path:
     text = str(path)
     if not text.strip():
         raise UserError(f"{what} is empty; give a path.")
-    if _CONTROL.search(text) or len(text) > 4096:
-        raise UserError(f"{what} {text[:60]!r} contains a control character (such as a newline) or is too long; choose another path.")
+    if _CONTROL.search(text) or len(text) > 4096 or any(len(part.encode()) > 255 for part in Path(text).parts):
+        raise UserError(f"{what} {text[:60]!r} contains a control character (such as a newline) or is too long "
+                        "(a name over 255 bytes, or a path over 4096); choose another path.")
     return Path(text)
 
 

@@ -10,6 +10,7 @@ or damaged file is never written to. Store(url, readonly=True) writes nothing at
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -452,6 +453,8 @@ class Store:
     # -- reading ---------------------------------------------------------------------------
 
     def sweep(self, sweep_id: int) -> dict:
+        if not 0 <= sweep_id < 2**63:  # beyond SQLite's integers: no such sweep, not an overflow
+            raise UserError(f"there is no sweep {str(sweep_id)[:20]} in {self.shown}; `gpucompat results --list` shows the sweeps.")
         with self._read() as conn:
             row = conn.execute(sa.select(sweeps).where(sweeps.c.id == sweep_id)).mappings().first()
         if row is None:
@@ -489,17 +492,17 @@ class Store:
         latest and latest~N count sweeps of kind "sweep" only; a check is addressed by its id.
         """
         text = ref.strip()
-        if text.isdigit():
+        if re.fullmatch(r"[0-9]{1,18}", text, re.ASCII):
             self.sweep(int(text))  # a clear error if there is no such sweep
             return int(text)
-        if text == "latest" or (text.startswith("latest~") and text[7:].isdigit()):
+        if re.fullmatch(r"latest(~[0-9]{1,6})?", text, re.ASCII):
             with self._read() as conn:
                 ids = list(conn.execute(sa.select(sweeps.c.id).where(sweeps.c.kind == "sweep").order_by(sweeps.c.id.desc())).scalars())
             back = int(text[7:]) if "~" in text else 0
             if back >= len(ids):
                 raise UserError(f"{ref!r}: only {len(ids)} sweep(s) are stored in {self.shown} (checks count only by their id).")
             return ids[back]
-        raise UserError(f"{ref!r} is not a sweep: give an id, 'latest' or 'latest~N'.")
+        raise UserError(f"{ref[:40]!r} is not a sweep: give an id, 'latest' or 'latest~N'.")
 
     def cells_of(self, sweep_id: int, pending_only: bool = False) -> list[Cell]:
         query = (

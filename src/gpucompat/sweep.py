@@ -182,7 +182,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
     if detached and row["status"] == "submitted":
         jobs = executor.attach(jobs_cells, workdir)
     else:
-        jobs = executor.prepare(jobs_cells, workdir)
+        jobs = prepare_jobs(executor, jobs_cells, workdir)
         if jobs:
             executor.submit(jobs)
     waiting = {job.id: job for job in jobs}
@@ -213,6 +213,15 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
     store.finish_sweep(sweep_id, "done")
 
 
+def prepare_jobs(executor: Executor, cells: list[Cell], workdir: Path) -> list:
+    """The executor's job files; a directory that cannot be written is the user's to fix."""
+    try:
+        return executor.prepare(cells, workdir)
+    except OSError as exc:
+        raise UserError(f"cannot write the job files under {str(workdir)[:200]!r}: {exc.strerror or exc}; "
+                        "choose another --workdir (or --out).") from None
+
+
 def classify_observation(resolved: ResolvedStack, observation: Observation) -> Outcome:
     """Classification never crashes a sweep: a bug here is recorded as INTERNAL."""
     try:
@@ -231,5 +240,5 @@ def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, pro
     if not runnable:
         why = analysis.classify(cells[0].resolved, None).summary if cells else "the plan expands to no cell"
         raise UserError(f"dry run: no stack of the plan resolved, so there is nothing to submit; the first: {why}")
-    executor.prepare(runnable, out.resolve())
+    prepare_jobs(executor, runnable, out.resolve())
     return sorted(p for p in out.rglob("*") if p.is_file())
