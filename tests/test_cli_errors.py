@@ -55,3 +55,26 @@ def test_a_database_from_a_newer_gpucompat_is_refused_untouched(isolated):
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM results").fetchone()[0] == 1
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION + 1)
+
+
+def test_nothing_is_created_before_every_value_is_checked(isolated):
+    db = isolated / "new" / "store.db"
+    one_sentence_error(run_cli("sweep", str(isolated / "missing.toml"), "--db", f"sqlite:///{db}"), "does not exist")
+    plan = write(isolated / "p.toml", '[[stacks]]\nframework = "cuda-runtime"\nenv = "current"\n')
+    run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), "--db", f"sqlite:///{db}", check=0)
+    assert not db.parent.exists(), "a store was created by a run that stores nothing"
+
+
+def test_markup_in_the_database_path_prints(isolated):
+    plan = write(isolated / "p.toml", '[[stacks]]\nframework = "cuda-runtime"\nenv = "current"\n')
+    db = f"sqlite:///{isolated / 'x[/bold].db'}"
+    run_cli("sweep", str(plan), "--db", db, check=0)
+    assert "bold" in run_cli("results", "--db", db, check=0).stdout.splitlines()[-1]  # printed, not parsed as markup
+
+
+def test_a_damaged_schema_version_is_one_sentence(isolated):
+    plan = write(isolated / "p.toml", '[[stacks]]\nframework = "cuda-runtime"\nenv = "current"\n')
+    run_cli("sweep", str(plan), check=0)
+    with sqlite3.connect(isolated / "gpucompat.db") as conn:
+        conn.execute("UPDATE meta SET value='x' WHERE key='schema_version'")
+    one_sentence_error(run_cli("results"), "is damaged")

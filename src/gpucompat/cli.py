@@ -91,7 +91,7 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True) -> lis
             out.print(table)
         note = f", {pending} pending (`gpucompat sweep --resume {sweep_id}`)" if pending else ""
         out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {len(surprises)} surprises, {len(valid)} valid, "
-                  f"{len(invalid)} invalid{note}; database {store.url}")
+                  f"{len(invalid)} invalid{note}; database {escape(store.shown)}")
     return valid + invalid
 
 
@@ -116,10 +116,10 @@ def sweep(
     from .report.terminal import RichProgress
     from .store import Store
 
-    store = Store(db)
     if resume is not None:
         if plan is not None:
             raise UserError("give either a plan file or --resume ID, not both.")
+        store = Store(db)
         store.sweep(resume)  # a clear error if there is no such sweep
         sweep_id = resume
     else:
@@ -146,6 +146,7 @@ def sweep(
                 out.print(escape(str(path)), highlight=False)
             err.print(f"dry run: {len(files)} files under {escape(str(out_dir))}; nothing was submitted or stored")
             return
+        store = Store(db)  # only now: every value is checked before a store is created or migrated
         with RichProgress(err) as progress:
             sweep_id = pipeline.start(store, spec, text, str(plan), options, progress)
         err.print(f"sweep {sweep_id}: {len(store.cells_of(sweep_id))} cells")
@@ -409,7 +410,7 @@ def discover(
     table = Table("GPU", "CC", "Driver", "CUDA", "Count", "Memory MiB", "Selects it", "Nodes", title=f"GPU classes ({source})", title_justify="left")
     for t in classes:
         selects = " ".join(filter(None, [f"--gres=gpu:{t.gres}:1" if t.gres else "", ",".join(t.features), ",".join(t.devices), ",".join(t.selector)]))
-        table.add_row(escape(t.name), t.cc or "?", t.driver or "?", t.cuda_driver or "?", str(t.count), str(t.memory_mib or "?"),
+        table.add_row(escape(t.name), escape(t.cc or "?"), escape(t.driver or "?"), escape(t.cuda_driver or "?"), str(t.count), str(t.memory_mib or "?"),
                       escape(selects), escape(",".join(t.nodes)))
     out.print(table if classes else f"no GPU found by {source} discovery")
 

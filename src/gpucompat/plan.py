@@ -76,11 +76,12 @@ def text_value(value: object, where: str, limit: int = 200) -> str:
 def parse_duration(value: object, where: str) -> int:
     """'90', 90, '90s', '10m', '2h', '1d' -> whole seconds, rounded up, from 1 s to 30 days.
     Never 0: `timeout 0` and activeDeadlineSeconds 0 would mean no limit at all."""
-    problem = f"{where}: {value!r} is not a duration; write seconds (90) or '90s', '10m', '2h', '1d'."
+    shown = repr(value)[:40]
+    problem = f"{where}: {shown} is not a duration; write seconds (90) or '90s', '10m', '2h', '1d'."
     if isinstance(value, bool):
         raise UserError(problem)
-    if isinstance(value, int):
-        seconds: float = value if abs(value) <= MAX_TIMEOUT_S else MAX_TIMEOUT_S + 1
+    if isinstance(value, int):  # compared as an int: a 400-digit one would overflow a float
+        seconds: float = value if value <= MAX_TIMEOUT_S else MAX_TIMEOUT_S + 1
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise UserError(problem)
@@ -91,9 +92,9 @@ def parse_duration(value: object, where: str) -> int:
             raise UserError(problem)
         seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}[match.group(2)]
     if seconds <= 0:
-        raise UserError(f"{where}: a duration must be greater than zero, not {value!r}.")
+        raise UserError(f"{where}: a duration must be greater than zero, not {shown}.")
     if seconds > MAX_TIMEOUT_S:
-        raise UserError(f"{where}: {value!r} is longer than 30 days; give at most '30d'.")
+        raise UserError(f"{where}: {shown} is longer than 30 days; give at most '30d'.")
     return max(MIN_TIMEOUT_S, math.ceil(seconds))
 
 

@@ -336,6 +336,8 @@ class Store:
                 raise UserError(f"the database {self.shown} holds tables that are not gpucompat's; use another --db.")
             return None
         row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first()
+        if row is not None and not re.fullmatch(r"[0-9]{1,6}", str(row[0]), re.ASCII):
+            raise UserError(f"the database {self.shown} is damaged (its schema version reads {str(row[0])[:20]!r}); use another --db.")
         found = int(row[0]) if row else 0
         if found > SCHEMA_VERSION:
             raise UserError(

@@ -40,12 +40,14 @@ def sbatch_directive(option: str) -> str:
 
 def slurm_name(text: str) -> str:
     """A job name: letters, digits and `_.-` only."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:64].strip("-") or "gpucompat"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:48].strip("-") or "gpucompat"
 
 
 def classad_string(text: str) -> str:
-    """A ClassAd string literal: quotes and backslashes escaped, line breaks removed."""
-    return '"' + _LINE_BREAKS.sub(" ", text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A ClassAd string literal for a submit description: quotes and backslashes escaped, line
+    breaks removed, and `$` written as HTCondor's $(DOLLAR) so no macro is ever expanded."""
+    escaped = _LINE_BREAKS.sub(" ", text).replace("\\", "\\\\").replace('"', '\\"').replace("$", "$(DOLLAR)")
+    return '"' + escaped + '"'
 
 
 def condor_path(path: Path) -> str:

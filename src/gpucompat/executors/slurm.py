@@ -130,7 +130,7 @@ class SlurmExecutor:
                 lines += [
                     f"mkdir -p {shell_word(env_dir.parent)}",
                     f"if [ ! -e {ready} ]; then",
-                    f"  ( flock 9; [ -e {ready} ] || {{ timeout {int(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
+                    f"  ( flock 9; [ -e {ready} ] || {{ timeout {math.ceil(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
                     f"9> {lock} > install.log 2>&1",
                     "  status=$?",
                     '  if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
@@ -145,7 +145,7 @@ class SlurmExecutor:
         for number, (target, members) in enumerate(groups.items()):
             script = workdir / f"array-{number}.sh"
             # --output is relative to the directory sbatch runs in (the work directory): no path in a directive
-            directives = [*request_args(target), *self._common_args(), f"--job-name={slurm_name(f'gpucompat-{workdir.name}-{number}')}",
+            directives = [*request_args(target), *self._common_args(), f"--job-name={slurm_name(f'gpucompat-{workdir.name}')}-{number}",
                           f"--array=0-{len(members) - 1}", "--output=slurm-%A_%a.out"]
             cells_list = " ".join(shell_word(job.path / "run.sh") for job in members)
             script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {sbatch_directive(d)}\n" for d in directives)
