@@ -12,6 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
+from .knowledge import tables
 from .model import ENV_PROVIDERS, FRAMEWORKS, StackSpec, SweepSpec, Target, Timeouts
 
 if sys.version_info >= (3, 11):
@@ -49,14 +50,14 @@ _DURATION = re.compile(r"\s*([0-9]{1,9}(?:\.[0-9]{1,9})?)\s*(s|m|h|d)?\s*", re.A
 PYTHON_VERSION = re.compile(r"3\.(8|9|1[0-5])", re.ASCII)  # the probe needs 3.8+; 3.15 is the newest in sight
 _LATEST = re.compile(r"latest:([0-9]{1,3})", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)  # Slurm GRES types, features, partitions, accounts
-_CC = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)
-_DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", re.ASCII)
+CC_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)  # a compute capability, or a CUDA version "12.2"
+DRIVER_VERSION = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", re.ASCII)
 # uv's --python-platform values for the Linux machines GPUs sit in
 _PLATFORM = re.compile(r"linux|(x86_64|aarch64)-(unknown-linux-gnu|manylinux2014|manylinux_2_(1[7-9]|[2-3][0-9]|40))", re.ASCII)
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)  # RFC 1123 label: namespaces
 # An image reference: registry[:port]/path[:tag][@digest], ASCII, no shell or YAML syntax.
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?", re.ASCII)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # anything that can end a line
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 30 * 86400
 MAX_PLAN_BYTES = 1 << 20
 
@@ -68,7 +69,7 @@ def text_value(value: object, where: str, limit: int = 200) -> str:
         raise UserError(f"{where} must be a non-empty string.")
     if len(value) > limit:
         raise UserError(f"{where} is {len(value)} characters long; at most {limit} are allowed.")
-    if _CONTROL.search(value):
+    if CONTROL_CHARACTERS.search(value):
         raise UserError(f"{where} {value[:60]!r} contains a control character (a newline, tab or escape); remove it.")
     return value
 
@@ -100,12 +101,8 @@ def parse_duration(value: object, where: str) -> int:
 
 def _version(item: object, where: str) -> str:
     text = str(item) if isinstance(item, (str, int, float)) and not isinstance(item, bool) else ""
-    try:
-        if not text or len(text) > 64 or _CONTROL.search(text):
-            raise InvalidVersion(text)
-        Version(text)
-    except (InvalidVersion, ValueError):  # ValueError: Python refuses ints of thousands of digits
-        raise UserError(f"{where}: {str(item)[:40]!r} is not a version (e.g. '2.4.1' or, for cuda-runtime, '12.4').") from None
+    if CONTROL_CHARACTERS.search(text) or tables.version(text) is None:  # also None past 64 characters
+        raise UserError(f"{where}: {str(item)[:40]!r} is not a version (e.g. '2.4.1' or, for cuda-runtime, '12.4').")
     return text
 
 
@@ -124,7 +121,7 @@ def check_version_spec(spec: object, where: str) -> str | tuple[str, ...]:
             raise UserError(f"{where}: {spec[:40]!r} is malformed; write 'latest:N' with N a whole number from 1 to 100.")
         return spec
     try:
-        if len(spec) > 200 or _CONTROL.search(spec):
+        if len(spec) > 200 or CONTROL_CHARACTERS.search(spec):
             raise InvalidSpecifier(spec)
         for item in SpecifierSet(spec):
             Version(item.version.replace(".*", ""))
@@ -191,10 +188,10 @@ def _target(table: object, index: int, executor: str) -> Target:
         raise UserError(f"{where}: 'name' is missing (the GPU class, e.g. 'NVIDIA A100-SXM4-40GB').")
     name = text_value(table["name"], f"{where} name")
     cc = table.get("cc")
-    if cc is not None and (isinstance(cc, bool) or not _CC.fullmatch(str(cc))):
+    if cc is not None and (isinstance(cc, bool) or not CC_VERSION.fullmatch(str(cc))):
         raise UserError(f"{where}: cc {str(cc)[:20]!r} is not a compute capability; write it as a string like '8.0'.")
     driver = table.get("driver")
-    if driver is not None and (not isinstance(driver, str) or not _DRIVER.fullmatch(driver)):
+    if driver is not None and (not isinstance(driver, str) or not DRIVER_VERSION.fullmatch(driver)):
         raise UserError(f"{where}: driver {str(driver)[:40]!r} is not a driver version; write it as a string like '580.65.06'.")
     count = table.get("count", 1)
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 4096:
@@ -203,7 +200,7 @@ def _target(table: object, index: int, executor: str) -> Target:
     if memory is not None and (not isinstance(memory, int) or isinstance(memory, bool) or not 1 <= memory <= 1 << 24):
         raise UserError(f"{where}: memory_mib must be a whole number of MiB (at most 16 TiB).")
     cuda_driver = table.get("cuda_driver")
-    if cuda_driver is not None and (not isinstance(cuda_driver, str) or not _CC.fullmatch(cuda_driver)):
+    if cuda_driver is not None and (not isinstance(cuda_driver, str) or not CC_VERSION.fullmatch(cuda_driver)):
         raise UserError(f"{where}: cuda_driver {str(cuda_driver)[:20]!r} is not a CUDA version like '12.2' (the newest CUDA the driver supports).")
     gres = table.get("gres")
     if gres is not None and (not isinstance(gres, str) or not _NAME.fullmatch(gres)):
@@ -307,7 +304,7 @@ def check_path(path: Path | str, what: str) -> Path:
     text = str(path)
     if not text.strip():
         raise UserError(f"{what} is empty; give a path.")
-    if _CONTROL.search(text) or len(text) > 4096 or any(len(part.encode()) > 255 for part in Path(text).parts):
+    if CONTROL_CHARACTERS.search(text) or len(text) > 4096 or any(len(part.encode()) > 255 for part in Path(text).parts):
         raise UserError(f"{what} {text[:60]!r} contains a control character (such as a newline) or is too long "
                         "(a name over 255 bytes, or a path over 4096); choose another path.")
     return Path(text)
@@ -358,7 +355,7 @@ def parse_spec(text: str) -> tuple[str, str | None, str | None]:
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
-        if len(text) > 200 or _CONTROL.search(text):
+        if len(text) > 200 or CONTROL_CHARACTERS.search(text):
             raise InvalidRequirement(text)
         requirement = Requirement(text)
         for item in requirement.specifier:

@@ -13,8 +13,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import UserError
-
-_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+from ..plan import CONTROL_CHARACTERS
 # Characters a DAG file or an HTCondor submit value can carry unquoted: DAGMan splits its
 # lines on whitespace and has no quoting for paths.
 _CONDOR_PATH = re.compile(r"[A-Za-z0-9_./+@%,=-]+", re.ASCII)
@@ -27,7 +26,7 @@ def shell_word(value: object) -> str:
 
 def shell_comment(text: str) -> str:
     """A `# ...` line whose text can never end the comment (no line breaks of any kind)."""
-    return "# " + _LINE_BREAKS.sub(" ", text)
+    return "# " + CONTROL_CHARACTERS.sub(" ", text)
 
 
 def sbatch_directive(option: str) -> str:
@@ -46,7 +45,7 @@ def slurm_name(text: str) -> str:
 def classad_string(text: str) -> str:
     """A ClassAd string literal for a submit description: quotes and backslashes escaped, line
     breaks removed, and `$` written as HTCondor's $(DOLLAR) so no macro is ever expanded."""
-    escaped = _LINE_BREAKS.sub(" ", text).replace("\\", "\\\\").replace('"', '\\"').replace("$", "$(DOLLAR)")
+    escaped = CONTROL_CHARACTERS.sub(" ", text).replace("\\", "\\\\").replace('"', '\\"').replace("$", "$(DOLLAR)")
     return '"' + escaped + '"'
 
 

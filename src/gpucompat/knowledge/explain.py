@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import re
 
 from ..errors import UserError
-from ..plan import PYTHON_VERSION, parse_spec
+from ..plan import CC_VERSION, DRIVER_VERSION, PYTHON_VERSION, parse_spec
 from . import tables
 from .rules import predict
 
-# Matched with fullmatch and ASCII classes: `$` lets a trailing newline through and `\d` takes
-# other scripts' digits ('٨.٠'), which then break the rules that read them.
-_DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", re.ASCII)
-_CC = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)
 MAX_SPEC_CHARS = 200
 DEFAULT_VARIANT = {"torch": "default", "tensorflow": "and-cuda", "jax": "cpu", "cupy": "cuda12x", "cuda-runtime": "default"}
 
@@ -20,7 +15,7 @@ DEFAULT_VARIANT = {"torch": "default", "tensorflow": "and-cuda", "jax": "cpu", "
 def target(gpu: str | None, cc: str | None, driver: str) -> dict:
     if bool(gpu) == bool(cc):
         raise UserError("give the GPU as either --gpu NAME or --cc X.Y (one of them).")
-    if not isinstance(driver, str) or not _DRIVER.fullmatch(driver):
+    if not isinstance(driver, str) or not DRIVER_VERSION.fullmatch(driver):
         raise UserError(f"--driver {str(driver)[:40]!r} is not a driver version like '535.104.05'.")
     if gpu:
         row = tables.gpu(gpu)
@@ -28,7 +23,7 @@ def target(gpu: str | None, cc: str | None, driver: str) -> dict:
             raise UserError(f"unknown GPU {gpu[:80]!r}; give --cc X.Y instead, or a name as the driver reports it (e.g. 'NVIDIA A100-SXM4-40GB').")
         cc, source = row["cc"], row["source"]
     else:
-        if not _CC.fullmatch(cc):
+        if not CC_VERSION.fullmatch(cc):
             raise UserError(f"--cc {cc[:40]!r} is not a compute capability like '8.0'.")
         source = None
     supported = tables.driver_cuda(driver)

@@ -117,13 +117,18 @@ def scan(data, start: int = 0, end: int | None = None) -> Archs:
     return found
 
 
+def _kernels(data) -> Archs:
+    """The kernels in one image; Truncated for a damaged ELF image."""
+    section = fatbin_section(data)
+    return scan(data, section[0], section[0] + section[1]) if section else Archs()
+
+
 def inspect_bytes(data) -> Archs:
     """The kernels in one image; a damaged ELF image counts as having none (see inspect_file)."""
     try:
-        section = fatbin_section(data)
+        return _kernels(data)
     except Truncated:
         return Archs()
-    return scan(data, section[0], section[0] + section[1]) if section else Archs()
 
 
 def inspect_file(path: Path, strict: bool = False) -> Archs:
@@ -134,8 +139,7 @@ def inspect_file(path: Path, strict: bool = False) -> Archs:
             if handle.seek(0, 2) == 0:  # an empty file cannot be mapped
                 return Archs()
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                section = fatbin_section(data)
-                return scan(data, section[0], section[0] + section[1]) if section else Archs()
+                return _kernels(data)
     except Truncated:
         if strict:
             raise UserError(f"{_shown(str(path))} is truncated or not an ELF file: its section table or .nv_fatbin lies past its end.") from None
