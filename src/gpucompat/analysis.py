@@ -12,9 +12,12 @@ import signal as signals
 from packaging.version import InvalidVersion, Version
 
 from .knowledge import signatures
-from .model import PASS, Observation, Outcome, ResolvedStack
+from .model import PASS, UNTESTED, UNTESTED_CAUSES, Code, Observation, Outcome, ResolvedStack, Stage
+from .resolve import could_not_ask
 
-PROBE_STAGES = ("import", "device", "compute")
+PROBE_STAGES = (Stage.IMPORT.value, Stage.DEVICE.value, Stage.COMPUTE.value)
+# Signals that stop a job from outside (a shutdown, a scheduler's preemption, a person), never the stack itself.
+OUTSIDE_SIGNALS = {signals.SIGTERM, signals.SIGINT, signals.SIGHUP}
 
 
 def _first_line(text: str, limit: int = 300) -> str:
@@ -107,46 +110,84 @@ def _pass_warnings(facts: dict) -> list[str]:
             ptx = [a for a in archs if a.startswith("compute_")]
             warnings.append(f"no SASS for sm_{cc} in {archs}; ran by PTX JIT from {ptx or 'PTX'}")
     for stage in PROBE_STAGES:
-        warnings.extend(facts.get("stages", {}).get(stage, {}).get("warnings", [])[:3])
+        for warning in facts.get("stages", {}).get(stage, {}).get("warnings", [])[:3]:
+            found = signatures.match(warning)
+            warnings.append(f"{found.code}: {warning}" if found else warning)
     return warnings
+
+
+def untested(stage: str, cause: str, what: str, evidence: dict) -> Outcome:
+    """No verdict: the test could not be carried out, for a reason that is not the stack's."""
+    return Outcome(UNTESTED, stage, f"could not test: {UNTESTED_CAUSES[cause]} ({what})", {**evidence, "cause": cause}, cause=cause)
+
+
+def _rung(record: dict) -> str:
+    rung = record.get("facts", {}).get("failed_rung")
+    return f" (rung {rung})" if rung else ""
+
+
+def _crash(stage: str, how: str, text: str, evidence: dict) -> Outcome:
+    """A process that died: a signature in its last words names the cause; else CRASHED."""
+    found = signatures.match(text)
+    if found:
+        evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
+        return Outcome(found.code, stage, f"the process aborted ({how}) during the {stage} stage: {found.meaning}", evidence)
+    return Outcome(Code.CRASHED.value, stage, f"the process {how} during the {stage} stage", evidence)
 
 
 def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcome:
     if not resolved.ok:
-        return Outcome("ENV_UNRESOLVABLE", "resolve", _resolver_summary(resolved.error or ""), {"resolver": resolved.error})
+        evidence = {"resolver": resolved.error}
+        if resolved.cause:
+            return untested("resolve", resolved.cause, _resolver_summary(resolved.error or "").removeprefix("uv cannot resolve it: "), evidence)
+        return Outcome(Code.ENV_UNRESOLVABLE.value, "resolve", _resolver_summary(resolved.error or ""), evidence)
     assert observation is not None, "a resolved cell is classified from an observation"
     if observation.internal:
-        return Outcome("INTERNAL", "schedule", f"gpucompat failed to run this cell: {observation.internal}", {"bug": observation.internal})
+        return Outcome(Code.INTERNAL.value, "schedule", f"gpucompat failed to run this cell: {observation.internal}", {"bug": observation.internal})
+    if observation.untested:
+        cause, what = observation.untested
+        return untested("schedule", cause, what, {"scheduler": what})
     if observation.no_match:
-        return Outcome("NO_MATCH", "schedule", observation.no_match, {"scheduler": observation.no_match})
+        return Outcome(Code.NO_MATCH.value, "schedule", observation.no_match, {"scheduler": observation.no_match})
     if observation.timed_out_stage == "install":
-        return Outcome("TIMEOUT", "install", "building the environment did not finish in time", {"install_log": observation.install_log})
+        return Outcome(Code.TIMEOUT.value, "install", "building the environment did not finish in time", {"install_log": observation.install_log})
     if observation.install_failed:
-        return Outcome("ENV_INSTALL_FAILED", "install", f"building the environment failed: {_first_line(observation.install_log.split('error:', 1)[-1]) or 'see the log'}", {"install_log": observation.install_log})
+        log = observation.install_log
+        what = _first_line(log.split("error:", 1)[-1]) or "see the log"
+        cause = could_not_ask(log)
+        if cause:
+            return untested("install", cause, what, {"install_log": log})
+        return Outcome(Code.ENV_INSTALL_FAILED.value, "install", f"building the environment failed: {what}", {"install_log": log})
 
     facts = observation.facts or {}
     stderr = observation.stderr
     evidence = {"stderr_tail": stderr[-3000:]} if stderr else {}
+    if observation.signal:
+        evidence["signal"] = _signal_name(observation.signal)
     if observation.timed_out_stage:
         stage = observation.timed_out_stage
-        return Outcome("TIMEOUT", stage, f"the {stage} stage gave no answer within its timeout and was killed", evidence)
+        return Outcome(Code.TIMEOUT.value, stage, f"the {stage} stage gave no answer within its timeout and was killed", evidence)
     stages = facts.get("stages", {})
     current = facts.get("current_stage")
     if not facts:
+        if observation.signal in OUTSIDE_SIGNALS:
+            return untested("import", "interrupted", f"{_signal_name(observation.signal)} before the probe reported", evidence)
         if observation.signal:
-            return Outcome("CRASHED", "import", f"the probe was killed by {_signal_name(observation.signal)} before it reported", evidence)
+            return _crash("import", f"was killed by {_signal_name(observation.signal)} before the probe reported", stderr, evidence)
         if observation.returncode == 0:  # the probe writes before its first stage: something ended the interpreter first
-            return Outcome("CRASHED", "import", "the process exited 0 before the probe wrote anything: something in the "
+            return Outcome(Code.CRASHED.value, "import", "the process exited 0 before the probe wrote anything: something in the "
                            "environment (a sitecustomize, a .pth file, a startup hook) ended the interpreter", evidence)
-        return Outcome("INTERNAL", "import", f"the probe did not start (exit {observation.returncode}): {_first_line(stderr[-500:])}", evidence)
+        return Outcome(Code.INTERNAL.value, "import", f"the probe did not start (exit {observation.returncode}): {_first_line(stderr[-500:])}", evidence)
     if not facts.get("finished"):
         stage = current if current in PROBE_STAGES else "import"
+        record = stages.get(stage, {})
+        evidence["stage_facts"] = record
         if observation.signal == signals.SIGALRM:  # the probe's own stage timeout (batch jobs)
-            evidence["stage_facts"] = stages.get(stage, {})
-            return Outcome("TIMEOUT", stage, f"the {stage} stage gave no answer within its timeout and was killed", evidence)
-        how = f"killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode} unexpectedly"
-        evidence["stage_facts"] = stages.get(stage, {})
-        return Outcome("CRASHED", stage, f"the process {how} during the {stage} stage", evidence)
+            return Outcome(Code.TIMEOUT.value, stage, f"the {stage} stage gave no answer within its timeout and was killed", evidence)
+        if observation.signal in OUTSIDE_SIGNALS:
+            return untested(stage, "interrupted", f"{_signal_name(observation.signal)} during the {stage} stage", evidence)
+        how = f"was killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode} unexpectedly"
+        return _crash(stage, how, _stage_text(record, stderr), evidence)
 
     for stage in PROBE_STAGES:
         record = stages.get(stage)
@@ -154,11 +195,12 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
             continue
         evidence["stage_facts"] = record
         if stage == "import":
-            code, text = "IMPORT_FAILED", f"the framework does not import: {_message(record)}"
+            code, text = Code.IMPORT_FAILED.value, f"the framework does not import: {_message(record)}"
         elif stage == "device":
             code, text = _device_failure(facts, record, stderr)
         else:
             code, text = _compute_failure(record, stderr)
+            text += _rung(record)
         found = signatures.match(_stage_text(record, stderr))
         if found and found.code == code:
             evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
@@ -205,16 +247,19 @@ def cell_identity(row: dict) -> tuple:
 
 
 def diff(before: list[dict], after: list[dict]) -> dict[str, list[dict]]:
-    """Display rows of two sweeps -> newly broken, newly working, changed failure, added, removed."""
+    """Display rows of two sweeps -> newly broken, newly working, changed failure, added, removed,
+    and untested: cells either side could not test, which say nothing about a change."""
     old = {cell_identity(r): r for r in before if r["code"] != "PENDING"}
     new = {cell_identity(r): r for r in after if r["code"] != "PENDING"}
-    out: dict[str, list[dict]] = {"newly_broken": [], "newly_working": [], "changed": [], "added": [], "removed": []}
+    out: dict[str, list[dict]] = {"newly_broken": [], "newly_working": [], "changed": [], "added": [], "removed": [], "untested": []}
     for key in sorted(set(old) | set(new), key=str):
         a, b = old.get(key), new.get(key)
         if a is None:
             out["added"].append({"after": b})
         elif b is None:
             out["removed"].append({"before": a})
+        elif UNTESTED in (a["code"], b["code"]):
+            out["untested"].append({"before": a, "after": b})
         elif a["code"] == "PASS" and b["code"] != "PASS":
             out["newly_broken"].append({"before": a, "after": b})
         elif a["code"] != "PASS" and b["code"] == "PASS":

@@ -1,8 +1,9 @@
 """The command line: parse, call, print. No logic lives here.
 
-Exit codes: 0 done (for `check`: the stack works); 1 `check` found the stack broken;
-2 a usage or input error (one sentence on stderr); 3 an internal error of gpucompat;
-130 interrupted (a sweep can be finished with --resume).
+Exit codes: 0 done (for `check`: the stack works); 1 `check` found a stack broken (`diff`: one
+newly broke); 2 a usage or input error (one sentence on stderr); 3 an internal error of gpucompat;
+4 some cells could not be tested (network, index, wheelhouse, disk, scheduler...: `--resume` retries
+them); 130 interrupted (a sweep can be finished with --resume).
 """
 
 from __future__ import annotations
@@ -21,11 +22,26 @@ from rich.markup import escape
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Which ML stacks work on which GPUs and drivers, and why not.")
-# Piped output is read in files and logs: give it a width that tables fit in.
-out = Console(width=None if sys.stdout.isatty() else 200)
+
+
+def _out_width() -> int | None:
+    """Tables fit $COLUMNS when it is set, else the terminal; piped output (a file, `less`) fits the terminal
+    the command was typed in, if any (stderr), else 200 columns for logs. Machines read --format csv/json."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        if sys.stdout.isatty():
+            return None  # Rich follows the terminal
+        return os.get_terminal_size(sys.stderr.fileno()).columns or 200
+    except (AttributeError, ValueError, OSError):
+        return 200
+
+
+out = Console(width=_out_width())
 err = Console(stderr=True)
 
-EXIT_BROKEN, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_BROKEN, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNTESTED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
 FORMATS = ("table", "csv", "json", "md", "junit")
 
@@ -58,41 +74,44 @@ def _print_json(value) -> None:
     sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
-def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table") -> list[dict]:
+def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wide: bool = False) -> list[dict]:
     from . import sweep as pipeline
     from .report.terminal import RichProgress
 
     with RichProgress(err) as progress:
         pipeline.run(store, sweep_id, progress)
-    return _print_results(store, sweep_id, "json" if json_out else fmt)
+    return _print_results(store, sweep_id, "json" if json_out else fmt, wide=wide)
 
 
-def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True) -> list[dict]:
+def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: bool = False) -> list[dict]:
     from .report import export
     from .report.rows import split
-    from .report.terminal import results_tables
+    from .report.terminal import results_tables, untested_table
 
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}.")
     sweep = store.sweep(sweep_id)
-    rows = store.result_rows(sweep_id)
-    surprises, valid, invalid = split(rows)
-    pending = len(rows) - len(valid) - len(invalid)
+    verdicts = split(store.result_rows(sweep_id))
     if fmt == "json":
-        sys.stdout.write(export.to_json(sweep, surprises, valid, invalid, pending) + "\n")
+        sys.stdout.write(export.to_json(sweep, verdicts) + "\n")
     elif fmt == "csv":
-        sys.stdout.write(export.to_csv(surprises, valid, invalid))
+        sys.stdout.write(export.to_csv(verdicts))
     elif fmt == "md":
-        sys.stdout.write(export.to_markdown(sweep, surprises, valid, invalid) + "\n")
+        sys.stdout.write(export.to_markdown(sweep, verdicts) + "\n")
     elif fmt == "junit":
-        sys.stdout.write(export.to_junit(sweep, valid, invalid) + "\n")
+        sys.stdout.write(export.to_junit(sweep, verdicts) + "\n")
     else:
-        for table in results_tables(surprises, valid, invalid, per_cell):
-            out.print(table)
-        note = f", {pending} pending (`gpucompat sweep --resume {sweep_id}`)" if pending else ""
-        out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {len(surprises)} surprises, {len(valid)} valid, "
-                  f"{len(invalid)} invalid{note}; database {escape(store.shown)}")
-    return valid + invalid
+        for table in results_tables(verdicts.surprises, verdicts.valid, verdicts.invalid, per_cell, wide):
+            out.print(table, crop=False)  # each fits the width; with --wide it may be wider, and is not cut
+        if verdicts.untested:
+            out.print(untested_table(verdicts.untested))
+        waiting = len(verdicts.untested) + len(verdicts.pending)
+        parts = [f"{len(verdicts.surprises)} surprises", f"{len(verdicts.valid)} valid", f"{len(verdicts.invalid)} invalid"]
+        parts += [f"{len(verdicts.untested)} could not be tested"] if verdicts.untested else []
+        parts += [f"{len(verdicts.pending)} pending"] if verdicts.pending else []
+        retry = f" (`gpucompat sweep --resume {sweep_id}` runs the {waiting} again)" if waiting else ""
+        out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {', '.join(parts)}{retry}; database {escape(store.shown)}")
+    return verdicts.valid + verdicts.invalid + verdicts.untested
 
 
 @app.command()
@@ -109,6 +128,7 @@ def sweep(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+    wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
 ):
     """Run a sweep: every stack of the plan on every target, each cell to a verdict."""
     from . import sweep as pipeline
@@ -150,7 +170,9 @@ def sweep(
         with RichProgress(err) as progress:
             sweep_id = pipeline.start(store, spec, text, str(plan), options, progress)
         err.print(f"sweep {sweep_id}: {len(store.cells_of(sweep_id))} cells")
-    _run_and_report(store, sweep_id, json_out)
+    rows = _run_and_report(store, sweep_id, json_out, wide=wide)
+    if any(row["code"] == "UNTESTED" for row in rows):
+        raise typer.Exit(EXIT_UNTESTED)
 
 
 @app.command()
@@ -163,8 +185,9 @@ def check(
     offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+    wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
 ):
-    """Test single stacks on this machine: resolve, install, probe, verdict. Exit 1 if any is broken."""
+    """Test single stacks on this machine: resolve, install, probe, verdict. Exit 1 if any is broken, 4 if one could not be tested."""
     from . import sweep as pipeline
     from .plan import check_plan_text, check_wheelhouse, parse_plan
     from .report.terminal import RichProgress
@@ -178,9 +201,12 @@ def check(
     options = pipeline.RunOptions(wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline)
     with RichProgress(err) as progress:
         sweep_id = pipeline.start(store, spec, text, None, options, progress, kind="check")
-    rows = _run_and_report(store, sweep_id, json_out)
-    if any(row["code"] != "PASS" for row in rows):
+    rows = _run_and_report(store, sweep_id, json_out, wide=wide)
+    codes = {row["code"] for row in rows}
+    if codes - {"PASS", "UNTESTED"}:
         raise typer.Exit(EXIT_BROKEN)
+    if "UNTESTED" in codes:
+        raise typer.Exit(EXIT_UNTESTED)
 
 
 @app.command()
@@ -192,6 +218,7 @@ def results(
     list_sweeps: bool = typer.Option(False, "--list", help="List the stored sweeps instead."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
+    wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
 ):
     """The valid and invalid combinations of a stored sweep (the seed's two tables)."""
     from rich.table import Table
@@ -204,12 +231,13 @@ def results(
         if json_out or fmt == "json":
             _print_json(sweeps)
             return
-        table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed")
+        table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed", "Untested")
         for s in sweeps:
-            table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0))
+            table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0),
+                          str(s["untested"] or 0))
         out.print(table)
         return
-    _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt, per_cell=cells)
+    _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt, per_cell=cells, wide=wide)
 
 
 @app.command()
@@ -322,7 +350,7 @@ def history(
     want_cc = cc or (tables.gpu(gpu) or {}).get("cc")
     rows = [
         r for r in map(display_row, Store(db, readonly=True).result_rows(None))
-        if r["framework"] == framework and r["code"] != "PENDING"
+        if r["framework"] == framework and r["code"] not in ("PENDING", "UNTESTED")  # a cell not tested is no fact
         and (version is None or r["version"] == version or r["version"].split("+")[0] == version)
         and (r["gpu"] == gpu or (want_cc is not None and r["cc"] == want_cc))
     ]
@@ -357,15 +385,11 @@ def advise(
     if json_out:
         _print_json(result)
         return
-    from rich.table import Table
+    from .report.terminal import AdviseTable
 
     t = result["target"]
     out.print(f"{framework} for {escape(t['gpu'] or 'compute capability ' + t['cc'])} (CC {t['cc']}), driver {t['driver']} (CUDA {t['driver_cuda'] or '?'})")
-    table = Table("Source", "Version", "Variant", "Install", "Notes", title=escape(result["note"]), title_justify="left")
-    for item in result["observed"] + result["predicted"]:
-        note = "; ".join(item["warnings"]) or (f"sweep {item['sweep']}, driver {item['driver']}" if item["source"] == "observed" else "")
-        table.add_row(item["source"], escape(item["version"]), escape(item["variant"]), escape(item["install"] or "(the interpreter it ran in)"), escape(note))
-    out.print(table)
+    out.print(AdviseTable(result), crop=False)  # install commands are never cut: in the table when they fit, else whole lines below it
 
 
 @app.command()
@@ -413,6 +437,26 @@ def discover(
         table.add_row(escape(t.name), escape(t.cc or "?"), escape(t.driver or "?"), escape(t.cuda_driver or "?"), str(t.count), str(t.memory_mib or "?"),
                       escape(selects), escape(",".join(t.nodes)))
     out.print(table if classes else f"no GPU found by {source} discovery")
+
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("gpucompat")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from . import __version__ as number
+    print(f"gpucompat {number}")
+    raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    pass
 
 
 def main() -> None:

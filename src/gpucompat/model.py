@@ -3,30 +3,68 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "cuda-runtime")
 ENV_PROVIDERS = ("uv", "current")
 
-# The ladder a cell climbs; the first rung it cannot reach is its verdict.
-STAGES = ("resolve", "schedule", "install", "import", "device", "compute", "bench")
 
-PASS = "PASS"
-# Stable failure codes: reports, diffs and scripts depend on these strings.
-FAILURE_CODES = (
-    "ENV_UNRESOLVABLE",
-    "NO_MATCH",
-    "ENV_INSTALL_FAILED",
-    "IMPORT_FAILED",
-    "NO_DEVICE",
-    "DRIVER_TOO_OLD",
-    "ARCH_UNSUPPORTED",
-    "PTX_TOOLCHAIN_TOO_NEW",
-    "COMPUTE_ERROR",
-    "COMPUTE_WRONG",
-    "TIMEOUT",
-    "CRASHED",
-    "INTERNAL",
-)
+class Stage(str, Enum):
+    """The ladder a cell climbs; the first rung it cannot reach is its verdict."""
+
+    RESOLVE = "resolve"
+    SCHEDULE = "schedule"
+    INSTALL = "install"
+    IMPORT = "import"
+    DEVICE = "device"
+    COMPUTE = "compute"
+    BENCH = "bench"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Code(str, Enum):
+    """Verdict codes. Stable strings: the store, reports, diffs and scripts depend on them."""
+
+    PASS = "PASS"
+    ENV_UNRESOLVABLE = "ENV_UNRESOLVABLE"  # the index answered: no such version, no wheel, conflicting pins
+    NO_MATCH = "NO_MATCH"  # no node of the pool can run the job
+    ENV_INSTALL_FAILED = "ENV_INSTALL_FAILED"
+    IMPORT_FAILED = "IMPORT_FAILED"
+    NO_DEVICE = "NO_DEVICE"
+    DRIVER_TOO_OLD = "DRIVER_TOO_OLD"
+    ARCH_UNSUPPORTED = "ARCH_UNSUPPORTED"
+    PTX_TOOLCHAIN_TOO_NEW = "PTX_TOOLCHAIN_TOO_NEW"
+    COMPUTE_ERROR = "COMPUTE_ERROR"
+    COMPUTE_WRONG = "COMPUTE_WRONG"
+    TIMEOUT = "TIMEOUT"
+    CRASHED = "CRASHED"  # a crash that no signature explains
+    INTERNAL = "INTERNAL"  # gpucompat's own bug, never the stack's
+    UNTESTED = "UNTESTED"  # the test could not be carried out: no verdict, see its cause
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STAGES = tuple(stage.value for stage in Stage)
+PASS = Code.PASS.value
+UNTESTED = Code.UNTESTED.value
+# The codes that say a stack is broken (everything but PASS and UNTESTED).
+FAILURE_CODES = tuple(code.value for code in Code if code not in (Code.PASS, Code.UNTESTED))
+
+# Why a cell could not be tested: nothing here is the stack's fault (DCGM's "could not run").
+UNTESTED_CAUSES = {
+    "network": "the network failed (DNS, connection, TLS or timeout) while fetching packages",
+    "index": "the package index did not answer properly (refused, or a server error)",
+    "wheelhouse": "the wheelhouse does not hold the wheels this stack needs",
+    "offline-cache": "offline, and uv's cache does not hold what this stack needs",
+    "python-download": "the Python this stack needs is not on the node and could not be downloaded",
+    "disk": "the disk filled up or a quota was reached",
+    "scheduler": "the scheduler lost or refused the job (node failure, preemption)",
+    "interrupted": "the job was stopped from outside before it finished",
+    "resolver": "uv failed without saying the stack is impossible",
+}
 
 
 @dataclass(frozen=True)
@@ -126,6 +164,7 @@ class ResolvedStack:
     cuda_runtime: str | None = None
     cudnn: str | None = None
     error: str | None = None  # resolver output when not ok
+    cause: str | None = None  # not ok because uv could not ask (an UNTESTED_CAUSES key), not because the index said no
 
     @property
     def env_key(self) -> str:
@@ -157,18 +196,20 @@ class Observation:
     no_match: str | None = None  # the executor's reason no node could run it
     stderr: str = ""  # tail of the probe's stderr
     internal: str | None = None  # gpucompat's own error while running the job
+    untested: tuple[str, str] | None = None  # (cause, what happened): the executor could not carry the test out
     duration_s: float = 0.0
 
 
 @dataclass
 class Outcome:
-    """The verdict for a cell: PASS or a failure code, the stage, and the evidence."""
+    """The verdict for a cell: PASS, a failure code or UNTESTED, the stage, and the evidence."""
 
     code: str
     stage: str
     summary: str  # one human sentence
     evidence: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    cause: str | None = None  # for UNTESTED: a key of UNTESTED_CAUSES
 
     @property
     def passed(self) -> bool:

@@ -20,6 +20,41 @@ from .model import ResolvedStack, Stack
 
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
 
+# uv's own words for "I could not ask", from its error and cause chain (uv 0.13: `error: Failed to
+# fetch`, exit 2), against "I asked and the index said no" (`No solution found`, exit 1). Checked
+# in order; each is tested with a real uv in tests/test_uv_causes.py.
+_COULD_NOT_ASK = (
+    ("disk", re.compile(r"No space left on device|Disk quota exceeded|os error 28\b|os error 122\b", re.I)),
+    ("python-download", re.compile(r"python-build-standalone|No interpreter found for Python|No download found for request"
+                                   r"|managed Python download|Failed to download .*cpython", re.I)),
+    ("offline-cache", re.compile(r"network was disabled|not found in the cache|Network connectivity is disabled", re.I)),
+    ("wheelhouse", re.compile(r"not found in the provided package locations", re.I)),
+    ("index", re.compile(r"Connection refused|HTTP status server error|status code 5[0-9][0-9]|Hash mismatch", re.I)),
+    ("network", re.compile(r"dns error|error resolving DNS|tcp connect error|timed out|Connection reset|certificate|tls handshake"
+                           r"|error sending request|Request failed after|network is unreachable|No route to host", re.I)),
+)
+
+
+def could_not_ask(text: str, wheelhouse: bool = False) -> str | None:
+    """The cause (a key of model.UNTESTED_CAUSES) when uv's output says it could not get an answer
+    about the stack, not that the stack is impossible; None when the index did answer."""
+    for cause, pattern in _COULD_NOT_ASK:
+        if pattern.search(text or ""):
+            return cause
+    if wheelhouse and "No solution found" in (text or ""):
+        return "wheelhouse"  # a wheelhouse is a partial copy: missing wheels say nothing of the index
+    return None
+
+
+def resolution_cause(returncode: int, text: str, wheelhouse: bool) -> str | None:
+    """None: the index answered and the stack is impossible (uv exits 1 with "No solution found").
+    Else why uv could not ask; "resolver" where uv failed otherwise (exit 2) and names no known cause."""
+    error = text[text.find("error:"):] if "error:" in text else text  # warnings before it are not the failure
+    cause = could_not_ask(error, wheelhouse)
+    if cause or (returncode == 1 and "No solution found" in error):
+        return cause
+    return "resolver"  # uv failed in a way that says nothing about the stack (exit 2 with no known cause)
+
 
 @lru_cache(maxsize=1)
 def uv_bin() -> str:
@@ -90,9 +125,10 @@ def resolve_one(stack: Stack, platform: str, wheelhouse: str | None = None, offl
             text=True, env=uv_env(), timeout=300,
         )
     except subprocess.TimeoutExpired:
-        return ResolvedStack(stack, ok=False, error="uv pip compile did not finish within 300 s")
+        return ResolvedStack(stack, ok=False, error="uv pip compile did not finish within 300 s", cause="network")
     if proc.returncode != 0:
-        return ResolvedStack(stack, ok=False, error=_error_text(proc.stderr) or f"uv exited {proc.returncode}")
+        error = _error_text(proc.stderr) or f"uv exited {proc.returncode}"
+        return ResolvedStack(stack, ok=False, error=error, cause=resolution_cause(proc.returncode, error, bool(wheelhouse)))
     pins = parse_pins(proc.stdout)
     cuda, cudnn = cuda_versions(pins)
     return ResolvedStack(stack, ok=True, pins=pins, cuda_runtime=cuda, cudnn=cudnn)

@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from .errors import UserError
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 
-SCHEMA_VERSION = 2  # 2: predictions table, results.observed
+SCHEMA_VERSION = 3  # 2: predictions table, results.observed; 3: stacks.resolve_cause
 
 metadata = sa.MetaData()
 
@@ -71,6 +71,7 @@ stacks = sa.Table(
     sa.Column("cuda_runtime", sa.String(16)),
     sa.Column("cudnn", sa.String(16)),
     sa.Column("resolve_error", sa.Text),
+    sa.Column("resolve_cause", sa.String(32)),  # uv could not ask (network, index...): the stack is untested, not impossible
 )
 cells = sa.Table(
     "cells", metadata,
@@ -351,6 +352,8 @@ class Store:
             return
         if found == 1:  # 1 -> 2: a column on results (the predictions table comes with create_all)
             conn.execute(sa.text("ALTER TABLE results ADD COLUMN observed BOOLEAN NOT NULL DEFAULT TRUE"))
+        if found in (1, 2):  # 2 -> 3: a column on stacks
+            conn.execute(sa.text("ALTER TABLE stacks ADD COLUMN resolve_cause VARCHAR(32)"))
         metadata.create_all(conn)
         conn.execute(meta.delete().where(meta.c.key == "schema_version"))
         conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
@@ -416,6 +419,7 @@ class Store:
                     sweep_id=sweep_id, key=s.key, framework=s.framework, version=s.version, variant=s.variant,
                     python=s.python, env=s.env, data=asdict(s), resolved_ok=resolved.ok, pins=list(resolved.pins),
                     cuda_runtime=resolved.cuda_runtime, cudnn=resolved.cudnn, resolve_error=resolved.error,
+                    resolve_cause=resolved.cause,
                 )).inserted_primary_key[0]
                 for target_id, p in zip(target_ids, row):
                     cell_id = conn.execute(
@@ -448,6 +452,26 @@ class Store:
         except IntegrityError:
             return False
 
+    def retry_untested(self, sweep_id: int) -> int:
+        """Forget the sweep's UNTESTED verdicts, so that its cells are pending again; how many."""
+        mine = sa.select(cells.c.id).where(cells.c.sweep_id == sweep_id).scalar_subquery()
+        with self._write() as conn:
+            return conn.execute(results.delete().where(results.c.code == "UNTESTED", results.c.cell_id.in_(mine))).rowcount
+
+    def update_resolution(self, sweep_id: int, resolved: ResolvedStack, predicted: dict[int, dict]) -> None:
+        """A stack resolved again (its first try could not ask the index): its row, and the predictions
+        of its cells (cell id -> Prediction.to_dict(), made before the transaction opens)."""
+        with self._write() as conn:
+            stack_id = conn.execute(sa.select(stacks.c.id).where(stacks.c.sweep_id == sweep_id, stacks.c.key == resolved.stack.key)).scalar_one()
+            conn.execute(stacks.update().where(stacks.c.id == stack_id).values(
+                resolved_ok=resolved.ok, pins=list(resolved.pins), cuda_runtime=resolved.cuda_runtime, cudnn=resolved.cudnn,
+                resolve_error=resolved.error, resolve_cause=resolved.cause,
+            ))
+            for cell_id, p in predicted.items():
+                conn.execute(predictions.update().where(predictions.c.cell_id == cell_id).values(
+                    verdict=p["verdict"], code=p["code"], stage=p["stage"], warnings=p["warnings"], reasons=p["reasons"],
+                ))
+
     def finish_sweep(self, sweep_id: int, status: str) -> None:
         with self._write() as conn:
             conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(status=status, finished_at=time.time()))
@@ -466,13 +490,14 @@ class Store:
     def list_sweeps(self) -> list[dict]:
         counts = (
             sa.select(cells.c.sweep_id, sa.func.count(cells.c.id).label("cells"), sa.func.count(results.c.id).label("done"),
-                      sa.func.sum(sa.case((results.c.code == "PASS", 1), else_=0)).label("passed"))
+                      sa.func.sum(sa.case((results.c.code == "PASS", 1), else_=0)).label("passed"),
+                      sa.func.sum(sa.case((results.c.code == "UNTESTED", 1), else_=0)).label("untested"))
             .select_from(cells.outerjoin(results, results.c.cell_id == cells.c.id))
             .group_by(cells.c.sweep_id).subquery()
         )
         query = (
             sa.select(sweeps.c.id, sweeps.c.name, sweeps.c.kind, sweeps.c.status, sweeps.c.created_at,
-                      counts.c.cells, counts.c.done, counts.c.passed)
+                      counts.c.cells, counts.c.done, counts.c.passed, counts.c.untested)
             .select_from(sweeps.outerjoin(counts, counts.c.sweep_id == sweeps.c.id))
             .order_by(sweeps.c.id)
         )
@@ -522,7 +547,7 @@ class Store:
                 stack = _stack_from(row["data"])
                 resolved = ResolvedStack(
                     stack, ok=row["resolved_ok"], pins=tuple(row["pins"]), cuda_runtime=row["cuda_runtime"],
-                    cudnn=row["cudnn"], error=row["resolve_error"],
+                    cudnn=row["cudnn"], error=row["resolve_error"], cause=row["resolve_cause"],
                 )
                 out.append(Cell(row["id"], stack, _target_from(row["target_data"]), resolved))
         return out

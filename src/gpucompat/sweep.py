@@ -141,11 +141,16 @@ def _workdir(sweep_id: int, options: RunOptions) -> Path:
 
 
 def run(store: Store, sweep_id: int, progress: Progress) -> None:
-    """Give every cell of the sweep without a verdict one; interrupted runs leave the rest pending."""
+    """Give every cell of the sweep without a verdict one; interrupted runs leave the rest pending.
+    Cells that could not be tested (UNTESTED) are tried again, their resolution too where uv could not ask."""
     row = store.sweep(sweep_id)
     options = RunOptions(**row["options"])
     spec = with_executor(parse_plan(row["plan_text"], row["plan_path"] or f"sweep {sweep_id}"), options.executor)
+    if row["status"] != "submitted":  # a scheduler still holds this sweep's jobs: collect them first
+        store.retry_untested(sweep_id)
     pending = store.cells_of(sweep_id, pending_only=True)
+    if resolve_again(store, sweep_id, spec, options, pending, progress):
+        pending = store.cells_of(sweep_id, pending_only=True)
     progress.phase("cells", len(pending))
 
     def record(cell: Cell, outcome: Outcome, observation: Observation | None, observed: bool = True) -> None:
@@ -211,6 +216,19 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         store.finish_sweep(sweep_id, "interrupted")
         raise
     store.finish_sweep(sweep_id, "done")
+
+
+def resolve_again(store: Store, sweep_id: int, spec: SweepSpec, options: RunOptions, pending: list[Cell], progress: Progress) -> bool:
+    """Resolve once more the stacks whose resolution could not ask the index; False if there were none."""
+    stacks = list({cell.stack.key: cell.stack for cell in pending if not cell.resolved.ok and cell.resolved.cause}.values())
+    if not stacks:
+        return False
+    progress.phase("resolve", len(stacks))
+    for resolved in resolve_all(stacks, spec.platform, options.wheelhouse, options.offline, on_done=lambda _r: progress.advance("resolve")):
+        predicted = {cell.id: prediction_for(Cell(cell.id, resolved.stack, cell.target, resolved)).to_dict()
+                     for cell in pending if cell.stack.key == resolved.stack.key}
+        store.update_resolution(sweep_id, resolved, predicted)
+    return True
 
 
 def prepare_jobs(executor: Executor, cells: list[Cell], workdir: Path) -> list:

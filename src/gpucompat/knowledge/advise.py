@@ -58,9 +58,15 @@ def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python:
             observed.append({"source": "observed", "version": row["version"], "variant": row["variant"], "python": row["python"],
                              "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
                              "install": install_command(framework, version, row["variant"]) if row["env"] == "uv" else None})
+    # what a sweep saw fail (it could not resolve, or it broke on this GPU class) outranks any prediction
+    refuted = {(row["version"].split("+")[0], row["variant"]) for row in observed_rows
+               if row["framework"] == framework and row["code"] not in ("PASS", "UNTESTED", "PENDING")
+               and (row["python"] == python if row["stage"] == "resolve" else row["cc"] == where["cc"])}
     predicted = []
     for version, variant in _candidates(framework):
         release = version.replace(".*", "")
+        if any(v == release or v.startswith(release + ".") and version.endswith(".*") for v, var in refuted if var == variant):
+            continue
         probe_release = f"{release}+{variant}" if framework == "torch" and variant != "default" else release
         p = predict(framework, probe_release, variant, where["cc"], driver, python)
         if p.verdict == PASS:

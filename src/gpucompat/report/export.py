@@ -7,26 +7,31 @@ import io
 import json
 import xml.etree.ElementTree as ET
 
+from .rows import Verdicts
+
 COLUMNS = ["cell", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver",
-           "cuda_runtime", "cudnn", "code", "stage", "reason", "warnings", "observed", "predicted", "predicted_code", "surprise"]
+           "cuda_runtime", "cudnn", "code", "cause", "stage", "reason", "warnings", "observed", "predicted", "predicted_code", "surprise"]
 
 
-def to_json(sweep: dict, surprises: list[dict], valid: list[dict], invalid: list[dict], pending: int) -> str:
+def to_json(sweep: dict, verdicts: Verdicts) -> str:
     return json.dumps({
         "sweep": {k: sweep[k] for k in ("id", "name", "kind", "status", "created_at", "finished_at")},
-        "counts": {"surprises": len(surprises), "valid": len(valid), "invalid": len(invalid), "pending": pending},
-        "surprises": surprises,
-        "valid": valid,
-        "invalid": invalid,
+        "counts": {"surprises": len(verdicts.surprises), "valid": len(verdicts.valid), "invalid": len(verdicts.invalid),
+                   "untested": len(verdicts.untested), "pending": len(verdicts.pending)},
+        "surprises": verdicts.surprises,
+        "valid": verdicts.valid,
+        "invalid": verdicts.invalid,
+        "untested": verdicts.untested,
     }, indent=2, default=str)
 
 
-def to_csv(surprises: list[dict], valid: list[dict], invalid: list[dict]) -> str:
+def to_csv(verdicts: Verdicts) -> str:
+    """Every cell with a verdict, or with none because it could not be tested (code UNTESTED, its cause)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    surprising = {r["cell"] for r in surprises}
-    for row in sorted(valid + invalid, key=lambda r: r["cell"]):
+    surprising = {r["cell"] for r in verdicts.surprises}
+    for row in sorted(verdicts.valid + verdicts.invalid + verdicts.untested, key=lambda r: r["cell"]):
         writer.writerow({**row, "warnings": " | ".join(row["warnings"]), "surprise": row["cell"] in surprising})
     return out.getvalue()
 
@@ -41,10 +46,11 @@ def _md_table(head: list[str], lines: list[list]) -> list[str]:
     return out + [""]
 
 
-def to_markdown(sweep: dict, surprises: list[dict], valid: list[dict], invalid: list[dict]) -> str:
-    """The seed's two tables (CUDA runtimes collapsed into runs), surprises first."""
+def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
+    """The seed's two tables (CUDA runtimes collapsed into runs), surprises first, then what could not be tested."""
     from .rows import seed_table
 
+    surprises, valid, invalid = verdicts.surprises, verdicts.valid, verdicts.invalid
     lines = [f"# gpucompat sweep {sweep['id']}: {_md_cell(sweep['name'])}", ""]
     if surprises:
         lines += ["## Surprises (observed differs from predicted)", ""]
@@ -57,22 +63,29 @@ def to_markdown(sweep: dict, surprises: list[dict], valid: list[dict], invalid: 
     lines += ["## Invalid combinations", ""]
     lines += _md_table(head + ["Failure Reason"], [[g["framework"], g["version"], g["cc"], g["cuda_runtime"], g["failure"]]
                                                     for g in seed_table(invalid, True)])
+    if verdicts.untested:
+        lines += ["## Could not test (no verdict; `gpucompat sweep --resume ID` retries them)", ""]
+        lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "Cause", "Reason"],
+                           [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cause"], r["reason"]]
+                            for r in verdicts.untested])
     return "\n".join(lines)
 
 
-def to_junit(sweep: dict, valid: list[dict], invalid: list[dict]) -> str:
-    """JUnit XML, one testcase per cell, so CI systems can show a sweep."""
-    cases = sorted(valid + invalid, key=lambda r: r["cell"])
-    failures = sum(1 for r in invalid if r["observed"])
+def to_junit(sweep: dict, verdicts: Verdicts) -> str:
+    """JUnit XML, one testcase per cell, so CI systems can show a sweep; untested and predicted cells are skipped."""
+    cases = sorted(verdicts.valid + verdicts.invalid + verdicts.untested, key=lambda r: r["cell"])
+    failures = sum(1 for r in verdicts.invalid if r["observed"])
     suite = ET.Element("testsuite", name=f"gpucompat sweep {sweep['id']}: {sweep['name']}", tests=str(len(cases)),
-                       failures=str(failures), skipped=str(len(invalid) - failures))
+                       failures=str(failures), skipped=str(len(cases) - len(verdicts.valid) - failures))
     for row in cases:
         case = ET.SubElement(suite, "testcase", classname=f"{row['framework']}.{row['version']}",
                              name=f"{row['variant']} py{row['python']} {row['env']} on {row['gpu']} (cc {row['cc'] or '?'})",
                              time=str(row["duration_s"] or 0))
         if row["code"] == "PASS":
             continue
-        if not row["observed"]:
+        if row["code"] == "UNTESTED":
+            ET.SubElement(case, "skipped", message=f"UNTESTED ({row['cause']}): could not test").text = row["reason"]
+        elif not row["observed"]:
             ET.SubElement(case, "skipped", message=f"{row['code']} (predicted, not run)").text = row["reason"]
         else:
             ET.SubElement(case, "failure", message=f"{row['code']} at {row['stage']}", type=row["code"]).text = row["reason"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from packaging.version import InvalidVersion, Version
 
 from ..analysis import collapse_runs
-from ..model import PASS
+from ..model import PASS, UNTESTED
 
 
 def display_row(row: dict) -> dict:
@@ -29,6 +31,7 @@ def display_row(row: dict) -> dict:
         "cudnn": row["cudnn"] or row["probe_cudnn"] or "",
         "code": row["code"] or "PENDING",
         "stage": row["stage"] or "",
+        "cause": (row.get("evidence") or {}).get("cause") if row["code"] == UNTESTED else None,
         "reason": row["summary"] or "",
         "warnings": list(row["warnings"] or []),
         "duration_s": row["duration_s"],
@@ -41,19 +44,34 @@ def display_row(row: dict) -> dict:
 
 def is_surprise(row: dict) -> bool:
     """An observed verdict that contradicts a firm prediction: a knowledge gap or a broken cluster."""
-    if not row["observed"] or row["predicted"] not in ("pass", "fail"):
+    if not row["observed"] or row["code"] == UNTESTED or row["predicted"] not in ("pass", "fail"):
         return False
     if row["predicted"] == "pass":
         return row["code"] != PASS
     return row["code"] == PASS or row["code"] != row["predicted_code"]
 
 
-def split(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
-    """(surprises, valid, invalid) display rows; cells still pending count as none of them."""
+@dataclass
+class Verdicts:
+    """A sweep's cells as the seed reads them: valid, invalid, and apart from both the cells that
+    could not be tested and those still pending; surprises are drawn from valid and invalid."""
+
+    surprises: list[dict]
+    valid: list[dict]
+    invalid: list[dict]
+    untested: list[dict]
+    pending: list[dict]
+
+
+def split(rows: list[dict]) -> Verdicts:
     shown = [display_row(r) for r in rows]
-    valid = [r for r in shown if r["code"] == PASS]
-    invalid = [r for r in shown if r["code"] not in (PASS, "PENDING")]
-    return [r for r in shown if is_surprise(r)], valid, invalid
+    return Verdicts(
+        surprises=[r for r in shown if is_surprise(r)],
+        valid=[r for r in shown if r["code"] == PASS],
+        invalid=[r for r in shown if r["code"] not in (PASS, UNTESTED, "PENDING")],
+        untested=[r for r in shown if r["code"] == UNTESTED],
+        pending=[r for r in shown if r["code"] == "PENDING"],
+    )
 
 
 def _version_key(text: str):

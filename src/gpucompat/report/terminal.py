@@ -2,67 +2,295 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from dataclasses import dataclass, replace
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
+from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
 
 from ..model import Cell, Outcome
 
-CODE_STYLE = {"PASS": "green", "NO_MATCH": "yellow", "ENV_UNRESOLVABLE": "magenta", "TIMEOUT": "yellow", "INTERNAL": "red bold"}
+CODE_STYLE = {"PASS": "green", "NO_MATCH": "yellow", "ENV_UNRESOLVABLE": "magenta", "TIMEOUT": "yellow", "INTERNAL": "red bold", "UNTESTED": "dim"}
 
 
 def code_text(code: str) -> str:
     return f"[{CODE_STYLE.get(code, 'red')}]{escape(code)}[/]"
 
 
-def seed_tables(valid: list[dict], invalid: list[dict]) -> list[Table]:
+# ---- Tables that fit the terminal -------------------------------------------------------------
+# A table is laid out for the width it is printed at: the long text (a reason, notes) wraps between
+# words and is never cut with "…"; where even that is too wide, low-value columns go first (or merge
+# into a neighbour, which loses nothing), in a fixed order; `wide` keeps every column and lets the
+# table be as wide as that needs. Nothing here depends on which outcome codes exist.
+
+@dataclass
+class Col:
+    """One column: `fixed` is never wrapped (codes, versions), `words` may wrap between words (a GPU
+    name), `flex` is the long text that wraps and takes the width left over. `floor`: the width a
+    `words`/`flex` column keeps before an optional column is shown beside it; a `flex` column at least
+    `share` of the whole width too (on a wide terminal the long text gains more than a low-value column would)."""
+
+    key: str
+    header: str
+    cells: list[Text]
+    kind: str = "fixed"
+    floor: int = 0
+    style: str | None = None
+    share: float = 1 / 3
+
+    def _words(self, text: str) -> list[str]:
+        return text.split() or [""]
+
+    @property
+    def content(self) -> int:
+        return max([0, *(cell_len(line) for cell in self.cells for line in cell.plain.splitlines())])
+
+    @property
+    def natural(self) -> int:
+        return max(cell_len(self.header), self.content)
+
+    def minimum(self, width: int) -> int:
+        header = max(cell_len(w) for w in self._words(self.header))  # a header may wrap between its words
+        if self.kind == "fixed":
+            return max(header, self.content)
+        if self.kind == "flex":
+            return max(header, min(self.natural, max(self.floor, int(width * self.share))))
+        longest = max([0, *(cell_len(w) for cell in self.cells for w in self._words(cell.plain))])
+        return max(header, longest, min(self.natural, self.floor))
+
+
+@dataclass
+class Step:
+    """What to give up when the table does not fit: drop column `key`, or merge it into `into`
+    (its value in parentheses after the other's, or the given `cells`)."""
+
+    key: str
+    into: str | None = None
+    header: str | None = None
+    cells: list[Text] | None = None
+
+
+def _joined(target: Text, extra: Text) -> Text:
+    return Text.assemble(target, " (", extra, ")") if extra.plain else target.copy()
+
+
+class FitTable:
+    """A Rich renderable: a table that fits the width it is printed at (see the comment above)."""
+
+    def __init__(self, title: str, columns: list[Col], steps: list[Step] = (), wide: bool = False, title_style: str | None = None):
+        self.title, self.columns, self.wide, self.title_style = title, columns, wide, title_style
+        keys = {c.key for c in columns}
+        self.steps = [s for s in steps if s.key in keys and (s.into is None or s.into in keys)]
+
+    @staticmethod
+    def overhead(n: int) -> int:
+        return 3 * n + 1  # the default box: an edge each side, a rule between columns, a space either side of each cell
+
+    def variants(self):
+        """The columns as they are, then after each step in order."""
+        columns = list(self.columns)
+        yield columns
+        for step in self.steps:
+            if step.into is None:
+                columns = [c for c in columns if c.key != step.key]
+            else:
+                source = next(c for c in columns if c.key == step.key)
+                target = next(c for c in columns if c.key == step.into)
+                cells = step.cells or [_joined(t, s) for t, s in zip(target.cells, source.cells)]
+                merged = replace(target, header=step.header or f"{target.header} ({source.header})", cells=cells)
+                columns = [merged if c.key == step.into else c for c in columns if c.key != step.key]
+            yield columns
+
+    def need(self, columns: list[Col], width: int) -> int:
+        return sum(c.minimum(width) for c in columns) + self.overhead(len(columns))
+
+    def layout(self, width: int) -> tuple[list[Col], list[int]]:
+        """The columns shown at this width and the width of each."""
+        if self.wide:
+            columns = self.columns
+        else:
+            for columns in self.variants():
+                if self.need(columns, width) <= width:
+                    break
+        widths = [c.minimum(width) for c in columns]
+        extra = (max(width, sum(widths) + self.overhead(len(columns))) if self.wide else width) - sum(widths) - self.overhead(len(columns))
+        if extra < 0:  # nothing left to give up: narrow the long text, then word columns, then any column
+            for kinds, floor in ((("flex",), 12), (("flex", "words"), 6), (("flex", "words", "fixed"), 1)):
+                while extra < 0:
+                    candidates = [i for i, c in enumerate(columns) if c.kind in kinds and widths[i] > floor]
+                    if not candidates:
+                        break
+                    widest = max(candidates, key=lambda i: widths[i])
+                    widths[widest] -= 1
+                    extra += 1
+            return columns, widths
+        for i, c in sorted(enumerate(columns), key=lambda ic: ic[1].natural - widths[ic[0]]):  # unwrap the cheapest first
+            if c.kind != "flex":
+                grow = min(extra, c.natural - widths[i])
+                widths[i] += grow
+                extra -= grow
+        flex = [i for i, c in enumerate(columns) if c.kind == "flex"]
+        while extra > 0:  # then the long text, evenly
+            growing = [i for i in flex if widths[i] < columns[i].natural]
+            if not growing:
+                break
+            share = max(1, extra // len(growing))
+            for i in growing:
+                grow = min(share, extra, columns[i].natural - widths[i])
+                widths[i] += grow
+                extra -= grow
+        return columns, widths
+
+    def table(self, width: int) -> Table:
+        columns, widths = self.layout(width)
+        wraps = any(cell_len(line) > w for c, w in zip(columns, widths) for cell in c.cells for line in cell.plain.splitlines())
+        total = sum(widths) + self.overhead(len(columns))
+        table = Table(title=self.title, title_justify="left", title_style=self.title_style, show_lines=wraps,
+                      width=total if total > width else None)
+        for c, w in zip(columns, widths):
+            table.add_column(c.header, width=w, overflow="fold", style=c.style)
+        for row in zip(*(c.cells for c in columns)):
+            table.add_row(*row)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
+
+
+def _text(value) -> Text:
+    return Text("" if value is None else str(value))
+
+
+def _duration(seconds) -> Text:
+    if seconds is None:
+        return Text("")
+    return Text(f"{seconds:.1f} s" if seconds < 100 else f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s")
+
+
+def _failure(row: dict, stage: bool) -> Text:
+    """A failure code, its stage if asked, and whether it was only predicted: 'NO_DEVICE (device, predicted)'."""
+    notes = [row["stage"]] if stage and row.get("stage") else []
+    notes += [] if row.get("observed", True) else ["predicted"]
+    code = Text(row["code"], style=CODE_STYLE.get(row["code"], "red"))
+    return Text.assemble(code, f" ({', '.join(notes)})") if notes else code
+
+
+# The order in which a per-cell table gives columns up when it is too wide for the terminal.
+CELL_STEPS = [Step("duration"), Step("cudnn"), Step("driver"), Step("env"), Step("stage", into="code"),
+              Step("cc", into="gpu"), Step("python"), Step("cuda_runtime"), Step("variant", into="version", header="Version (variant)")]
+
+
+def cell_columns(rows: list[dict]) -> list[Col]:
+    """The stack and target of each cell: the first columns of every per-cell table."""
+    return [
+        Col("framework", "Framework", [_text(r["framework"]) for r in rows]),
+        Col("version", "Version", [_text(r["version"]) for r in rows], "words"),
+        Col("variant", "Variant", [_text(r["variant"]) for r in rows]),
+        Col("python", "Python", [_text(r["python"]) for r in rows]),
+        Col("env", "Env", [_text(r.get("env")) for r in rows]),
+        Col("gpu", "GPU", [_text(r["gpu"]) for r in rows], "words", 12),
+        Col("cc", "CC", [_text(r["cc"]) for r in rows]),
+        Col("driver", "Driver", [_text(r.get("driver")) for r in rows]),
+        Col("cuda_runtime", "CUDA runtime", [_text(r["cuda_runtime"]) for r in rows]),
+        Col("cudnn", "cuDNN", [_text(r.get("cudnn")) for r in rows]),
+        Col("duration", "Duration", [_duration(r.get("duration_s")) for r in rows]),
+    ]
+
+
+def _steps(rows: list[dict]) -> list[Step]:
+    """CELL_STEPS, the stage merged into the failure code as 'CODE (stage, predicted)'."""
+    merged = [_failure(r, stage=True) for r in rows]
+    return [replace(s, header="Failure (stage)", cells=merged) if s.key == "stage" else s for s in CELL_STEPS]
+
+
+def seed_tables(valid: list[dict], invalid: list[dict]) -> list[FitTable]:
     """The seed's two tables, CUDA runtime versions collapsed into runs."""
     from .rows import seed_table
 
     tables = []
     for title, rows, with_reason in (("Valid combinations", valid, False), ("Invalid combinations", invalid, True)):
         lines = seed_table(rows, with_reason)
-        table = Table("Framework", "Framework Version", "Compute Capability", "CUDA Runtime Version",
-                      title=f"{title} ({len(rows)} cells)", title_justify="left")
+        columns = [Col("framework", "Framework", [_text(line["framework"]) for line in lines]),
+                   Col("version", "Framework Version", [_text(line["version"]) for line in lines], "words"),
+                   Col("cc", "Compute Capability", [_text(line["cc"]) for line in lines]),
+                   Col("cuda_runtime", "CUDA Runtime Version", [_text(line["cuda_runtime"]) for line in lines])]
         if with_reason:
-            table.add_column("Failure Reason")
-        for line in lines:
-            cells = [escape(line[k]) for k in ("framework", "version", "cc", "cuda_runtime")]
-            table.add_row(*cells, *([code_text(line["failure"].split(" ")[0]) + " " + escape(line["failure"].split(" ", 1)[1])] if with_reason else []))
-        tables.append(table)
+            failures = []
+            for line in lines:
+                code, rest = (line["failure"].split(" ", 1) + [""])[:2]
+                failures.append(Text.assemble(Text(code, style=CODE_STYLE.get(code, "red")), " " + rest if rest else ""))
+            columns.append(Col("failure", "Failure Reason", failures, "words", 40))
+        tables.append(FitTable(f"{title} ({len(rows)} cells)", columns))
     return tables
 
 
-def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict], per_cell: bool = True) -> list[Table]:
-    keys = [("Framework", "framework"), ("Version", "version"), ("Variant", "variant"), ("Python", "python"),
-            ("GPU", "gpu"), ("CC", "cc"), ("CUDA runtime", "cuda_runtime")]
-    valid_table = Table(title=f"Valid combinations ({len(valid)})", title_justify="left")
-    invalid_table = Table(title=f"Invalid combinations ({len(invalid)})", title_justify="left")
-    for table in (valid_table, invalid_table):
-        for head, _ in keys:
-            table.add_column(head, no_wrap=True)
-    valid_table.add_column("Notes", overflow="fold", min_width=30)
-    invalid_table.add_column("Failure", no_wrap=True)
-    invalid_table.add_column("Stage")
-    invalid_table.add_column("Reason", overflow="fold", min_width=40)
-    for row in valid:
-        valid_table.add_row(*(escape(str(row[k])) for _, k in keys), escape("; ".join(row["warnings"])[:300]))
-    for row in invalid:
-        code = code_text(row["code"]) + ("" if row["observed"] else " [dim](predicted)[/]")
-        invalid_table.add_row(*(escape(str(row[k])) for _, k in keys), code, escape(row["stage"]), escape(row["reason"]))
-    tables = [valid_table, invalid_table] if per_cell else seed_tables(valid, invalid)
+def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict], per_cell: bool = True, wide: bool = False) -> list[FitTable]:
+    """Surprises first, then the valid and the invalid cells (one row each, or the seed's grouped tables);
+    each fits the width it is printed at, or with `wide` shows every column."""
+    if per_cell:
+        notes = [Text("; ".join(r["warnings"])) for r in valid]
+        tables = [
+            FitTable(f"Valid combinations ({len(valid)})", [*cell_columns(valid), Col("notes", "Notes", notes, "flex", 30)],
+                     CELL_STEPS, wide),
+            FitTable(f"Invalid combinations ({len(invalid)})",
+                     [*cell_columns(invalid), Col("code", "Failure", [_failure(r, stage=False) for r in invalid], "words"),
+                      Col("stage", "Stage", [_text(r["stage"]) for r in invalid]),
+                      Col("reason", "Reason", [_text(r["reason"]) for r in invalid], "flex", 40)],
+                     _steps(invalid), wide),
+        ]
+    else:
+        tables = seed_tables(valid, invalid)
     if surprises:
-        surprise_table = Table(title=f"Surprises ({len(surprises)}): observed differs from predicted — a knowledge gap or a broken node",
-                               title_justify="left", title_style="bold red")
-        for head, _ in keys:
-            surprise_table.add_column(head, no_wrap=True)
-        surprise_table.add_column("Observed", no_wrap=True)
-        surprise_table.add_column("Predicted", overflow="fold", min_width=30)
-        for row in surprises:
-            predicted = f"{row['predicted']} {row['predicted_code']}".strip() + (f": {row['predicted_reason']}" if row["predicted_reason"] else "")
-            surprise_table.add_row(*(escape(str(row[k])) for _, k in keys), code_text(row["code"]), escape(predicted))
-        tables.insert(0, surprise_table)
+        predicted = [Text(f"{r['predicted']} {r['predicted_code']}".strip() + (f": {r['predicted_reason']}" if r["predicted_reason"] else ""))
+                     for r in surprises]
+        tables.insert(0, FitTable(
+            f"Surprises ({len(surprises)}): observed differs from predicted — a knowledge gap or a broken node",
+            [*cell_columns(surprises), Col("code", "Observed", [_failure(r, stage=False) for r in surprises], "words"),
+             Col("stage", "Stage", [_text(r["stage"]) for r in surprises]),
+             Col("predicted", "Predicted", predicted, "flex", 30)],
+            _steps(surprises), wide, title_style="bold red"))
     return tables
+
+
+class AdviseTable:
+    """advise's table: Install in the table when every command fits whole, else numbered lines below it."""
+
+    def __init__(self, result: dict):
+        self.result = result
+        self.items = result["observed"] + result["predicted"]
+
+    def _table(self, install: list[Text], kind: str) -> FitTable:
+        items = self.items
+        notes = [Text("; ".join(i["warnings"]) or (f"sweep {i['sweep']}, driver {i['driver']}" if i["source"] == "observed" else ""))
+                 for i in items]
+        return FitTable(escape(self.result["note"]), [
+            Col("source", "Source", [_text(i["source"]) for i in items]),
+            Col("version", "Version", [_text(i["version"]) for i in items], "words"),
+            Col("variant", "Variant", [_text(i["variant"]) for i in items]),
+            Col("install", "Install", install, kind),
+            Col("notes", "Notes", notes, "flex", 20, share=0),
+        ])
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        whole = self._table([Text(i["install"] or "(the interpreter it ran in)") for i in self.items], "fixed")
+        if whole.need(whole.columns, width) <= width:
+            yield whole.table(width)
+            return
+        commands = [i["install"] for i in self.items if i["install"]]
+        refs, n = [], 0
+        for i in self.items:
+            if i["install"]:
+                n += 1
+            refs.append(Text(f"[{n}] below" if i["install"] else "(the interpreter it ran in)"))
+        yield self._table(refs, "words").table(width)
+        for n, command in enumerate(commands, 1):  # whole lines: print with crop=False so a narrow terminal wraps, not cuts
+            yield Segment(f"[{n}] ")
+            yield Segment(command)
+            yield Segment.line()
 
 
 class RichProgress:
@@ -144,7 +372,7 @@ def doctor_tables(result: dict) -> list:
 
 
 DIFF_TITLES = {"newly_broken": "Newly broken", "newly_working": "Newly working", "changed": "Failure changed",
-               "added": "Added", "removed": "Removed"}
+               "added": "Added", "removed": "Removed", "untested": "Not compared (could not test)"}
 
 
 def _side(row: dict | None) -> str:
@@ -176,4 +404,14 @@ def history_table(rows: list[dict], title: str) -> Table:
         when = datetime.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M") if row.get("created_at") else ""
         table.add_row(str(row["sweep"]), when, escape(row["gpu"]), escape(row["cc"] or ""), escape(row["driver"] or ""), escape(row["cuda_runtime"] or ""),
                       code_text(row["code"]), escape(row["reason"][:160]))
+    return table
+
+
+def untested_table(rows: list[dict]) -> Table:
+    """The cells that could not be tested: no verdict, so apart from the valid and invalid ones."""
+    table = Table("Cell", "Stack", "GPU", "Cause", "What happened", title=f"Could not test ({len(rows)}): no verdict, retried by --resume",
+                  title_justify="left", title_style="bold yellow")
+    for row in rows:
+        table.add_row(str(row["cell"]), escape(f"{row['framework']} {row['version']} [{row['variant']}] py{row['python']}"),
+                      escape(row["gpu"]), escape(row["cause"] or "?"), escape(row["reason"]))
     return table
