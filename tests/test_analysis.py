@@ -140,3 +140,94 @@ def test_timeout_names_the_stage_and_a_signal_is_a_crash():
 def test_a_probe_that_never_started_is_our_problem_not_the_stacks():
     outcome = classify(RESOLVED, Observation(facts={}, returncode=127, stderr="exec: /envs/x/bin/python: not found"))
     assert outcome.code == "INTERNAL" and "not found" in outcome.summary
+
+
+# -- crashes with a signature, and what is not the stack's fault (issue 9) -----------------------
+
+JAX_ABORT_STDERR = (
+    "E1121 12:00:01.000000 1234 pjrt_stream_executor_client.cc:3045] Execution of replica 0 failed: INTERNAL: "
+    "CUDA error: Failed to launch kernel: cudaErrorNoKernelImageForDevice : no kernel image is available\n"
+    "Fatal Python error: Aborted\n"
+)
+
+
+def test_an_abort_with_a_signature_gets_the_signature_code_and_keeps_the_signal():
+    running = facts(ok("import", version="0.4.30"), ok("device", **H100), finished=False, current="compute")
+    outcome = classify(RESOLVED, Observation(facts=running, returncode=-6, signal=6, stderr=JAX_ABORT_STDERR))
+    assert (outcome.code, outcome.stage) == ("ARCH_UNSUPPORTED", "compute")
+    assert outcome.summary.startswith("the process aborted (was killed by SIGABRT) during the compute stage")
+    assert outcome.evidence["signal"] == "SIGABRT"
+    assert outcome.evidence["signature"]["pattern"] == "cudaErrorNoKernelImageForDevice"
+
+
+def test_an_abort_nothing_explains_stays_crashed():
+    running = facts(ok("import"), ok("device", **H100), finished=False, current="compute")
+    outcome = classify(RESOLVED, Observation(facts=running, returncode=-6, signal=6, stderr="Fatal Python error: Aborted\n"))
+    assert (outcome.code, outcome.stage) == ("CRASHED", "compute") and outcome.evidence["signal"] == "SIGABRT"
+
+
+def test_a_probe_stopped_from_outside_is_untested_interrupted():
+    running = facts(ok("import"), finished=False, current="device")
+    outcome = classify(RESOLVED, Observation(facts=running, returncode=-15, signal=15))
+    assert (outcome.code, outcome.cause, outcome.stage) == ("UNTESTED", "interrupted", "device")
+
+
+@pytest.mark.parametrize("log, cause", [
+    ("error: Failed to install: torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl\n  Caused by: No space left on device (os error 28)", "disk"),
+    ("error: No interpreter found for Python 3.8 in managed installations or search path", "python-download"),
+    ("error: Failed to download `torch==2.4.1`\n  Caused by: error sending request for url\n  Caused by: dns error", "network"),
+    ("error: Failed to fetch: http://127.0.0.1:3141/simple/torch/\n  Caused by: tcp connect error: Connection refused (os error 111)", "index"),
+    ("error: Failed to download `torch==2.4.1`\n  Caused by: Network connectivity is disabled, but the requested data wasn't found in the cache", "offline-cache"),
+])
+def test_an_install_that_could_not_fetch_is_untested_with_its_cause(log, cause):
+    outcome = classify(RESOLVED, Observation(facts={}, install_failed=True, install_log=log))
+    assert (outcome.code, outcome.stage, outcome.cause) == ("UNTESTED", "install", cause)
+    assert outcome.summary.startswith("could not test:") and outcome.evidence["install_log"] == log
+
+
+def test_an_install_the_stack_broke_is_env_install_failed():
+    log = "error: Failed to install: broken-1.0-py3-none-any.whl\n  Caused by: The wheel is invalid: Missing .dist-info directory"
+    outcome = classify(RESOLVED, Observation(facts={}, install_failed=True, install_log=log))
+    assert (outcome.code, outcome.stage, outcome.cause) == ("ENV_INSTALL_FAILED", "install", None)
+
+
+def test_a_scheduler_that_lost_the_job_is_untested():
+    outcome = classify(RESOLVED, Observation(facts={}, untested=("scheduler", "job 42 ended NODE_FAIL")))
+    assert (outcome.code, outcome.cause, outcome.stage) == ("UNTESTED", "scheduler", "schedule")
+    assert "NODE_FAIL" in outcome.summary
+
+
+def test_the_first_failing_rung_is_named():
+    outcome = verdict(facts(ok("import"), ok("device", **H100),
+                            failed("compute", "CUDA error: no kernel image is available for execution on the device", failed_rung="elementwise")))
+    assert outcome.code == "ARCH_UNSUPPORTED" and outcome.summary.endswith("(rung elementwise)")
+
+
+def test_ptx_the_driver_cannot_load_is_a_warning_when_sass_runs():
+    warning = ("PTX from NVRTC 13.5 (PTX ISA 9.5) cannot be JIT-compiled by this driver: cuModuleLoadData: "
+               "CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222); its SASS runs")
+    outcome = verdict(facts(ok("import"), ok("device", **H100), ("compute", {"ok": True, "facts": {"op": "axpy"}, "warnings": [warning]})))
+    assert outcome.code == "PASS"
+    assert any(w.startswith("PTX_TOOLCHAIN_TOO_NEW: ") and "NVRTC 13.5" in w for w in outcome.warnings)
+
+
+def test_signature_table_holds_only_model_codes_and_stages():
+    from gpucompat.knowledge import signatures
+    from gpucompat.model import Code, Stage
+
+    for row in signatures.signatures():
+        assert Code(row.code) not in (Code.PASS, Code.UNTESTED) and Stage(row.stage)
+
+
+def test_a_signature_with_an_unknown_code_is_refused_at_load(tmp_path, monkeypatch):
+    from gpucompat.knowledge import signatures
+
+    bad = tmp_path / "error_signatures.csv"
+    bad.write_text("pattern,code,stage,meaning,fix,source\nboom,KERNEL_SAD,compute,m,f,s\n")
+    monkeypatch.setattr(signatures, "DATA", bad)
+    signatures.signatures.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="'KERNEL_SAD' is not a failure code of model.Code"):
+            signatures.signatures()
+    finally:
+        signatures.signatures.cache_clear()

@@ -133,7 +133,7 @@ def test_probes_die_with_a_killed_gpucompat(isolated):
     env = {**os.environ, "PYTHONPATH": str(fakes.parent)}
     gpucompat = subprocess.Popen([sys.executable, "-m", "gpucompat", "sweep", str(plan)], env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    runs = isolated / "data" / "gpucompat" / "runs"
+    runs = isolated / "gpucompat-runs"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(_job_processes(p) for p in runs.glob("sweep-*/cell-*")):
         time.sleep(0.1)

@@ -126,7 +126,7 @@ def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
     assert "condor_submit_dag sweep.dag" in proc.stderr  # no schedd here: the exact command to run by hand
     listed = json.loads(run_cli("results", "--list", "--json", check=0).stdout)
     assert listed[-1]["status"] == "submitted" and listed[-1]["done"] == 0
-    cells = sorted((isolated / "data" / "gpucompat" / "runs").glob("sweep-*/cell-*"))
+    cells = sorted((isolated / "gpucompat-runs").glob("sweep-*/cell-*"))
     # play the execute node and DAGMan for the first cell: its job script, then its POST script
     first = cells[0]
     node_path = f"{Path(uv_bin()).parent}:{os.environ['PATH']}"  # an execute node with uv on its PATH

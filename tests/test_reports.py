@@ -83,7 +83,7 @@ def test_advise_observed_first_then_predicted(tmp_path):
     data = json.loads(run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "580.159.04",
                               "--db", f"sqlite:///{db}", "--json", check=0).stdout)
     assert [o["version"] for o in data["observed"]] == ["13.5", "13.0", "12.9", "12.4", "12.0"]
-    assert data["observed"][0]["install"] == "pip install 'nvidia-cuda-runtime==13.5.*'"
+    assert data["observed"][0]["install"] == "pip install 'nvidia-cuda-runtime==13.5.*' 'nvidia-cuda-nvrtc==13.5.*'"
     assert data["predicted"] and all(p["source"] == "predicted" for p in data["predicted"])
     torch = json.loads(run_cli("advise", "--framework", "torch", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "570.86.10",
                                "--db", f"sqlite:///{db}", "--json", check=0).stdout)

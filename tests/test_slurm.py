@@ -108,7 +108,7 @@ env = "current"
         assert (runtime["code"], runtime["stage"]) == ("NO_DEVICE", "device")  # installed and probed inside the job
         hung = cells[("torch", gpu)]
         assert (hung["code"], hung["stage"]) == ("TIMEOUT", "import")  # killed by its own 3 s stage timeout
-    workdir = next((isolated / "data" / "gpucompat" / "runs").glob("sweep-*"))
+    workdir = next((isolated / "gpucompat-runs").glob("sweep-*"))
     scripts = sorted(p.read_text() for p in workdir.glob("array-*.sh"))
     assert any("#SBATCH --gres=gpu:a100:1" in s and "#SBATCH --constraint=fakegpu&hbm" in s for s in scripts)
     assert all("#SBATCH --time=5" in s for s in scripts)  # install 3 min + cell 2 min

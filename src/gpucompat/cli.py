@@ -104,7 +104,7 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         for table in results_tables(verdicts.surprises, verdicts.valid, verdicts.invalid, per_cell, wide):
             out.print(table, crop=False)  # each fits the width; with --wide it may be wider, and is not cut
         if verdicts.untested:
-            out.print(untested_table(verdicts.untested))
+            out.print(untested_table(verdicts.untested, wide))
         waiting = len(verdicts.untested) + len(verdicts.pending)
         parts = [f"{len(verdicts.surprises)} surprises", f"{len(verdicts.valid)} valid", f"{len(verdicts.invalid)} invalid"]
         parts += [f"{len(verdicts.untested)} could not be tested"] if verdicts.untested else []
@@ -166,9 +166,10 @@ def sweep(
                 out.print(escape(str(path)), highlight=False)
             err.print(f"dry run: {len(files)} files under {escape(str(out_dir))}; nothing was submitted or stored")
             return
+        stacks = pipeline.plan_stacks(spec, options)
         store = Store(db)  # only now: every value is checked before a store is created or migrated
         with RichProgress(err) as progress:
-            sweep_id = pipeline.start(store, spec, text, str(plan), options, progress)
+            sweep_id = pipeline.start(store, spec, text, str(plan), options, progress, stacks=stacks)
         err.print(f"sweep {sweep_id}: {len(store.cells_of(sweep_id))} cells")
     rows = _run_and_report(store, sweep_id, json_out, wide=wide)
     if any(row["code"] == "UNTESTED" for row in rows):
@@ -197,10 +198,11 @@ def check(
         check_wheelhouse(wheelhouse)
     text = check_plan_text(specs, python, env)
     spec = parse_plan(text, "check")
-    store = Store(db)
     options = pipeline.RunOptions(wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline)
+    stacks = pipeline.plan_stacks(spec, options)
+    store = Store(db)
     with RichProgress(err) as progress:
-        sweep_id = pipeline.start(store, spec, text, None, options, progress, kind="check")
+        sweep_id = pipeline.start(store, spec, text, None, options, progress, kind="check", stacks=stacks)
     rows = _run_and_report(store, sweep_id, json_out, wide=wide)
     codes = {row["code"] for row in rows}
     if codes - {"PASS", "UNTESTED"}:

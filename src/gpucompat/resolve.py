@@ -11,11 +11,14 @@ import re
 import shutil
 import subprocess
 import sysconfig
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .errors import UserError
 from .model import ResolvedStack, Stack
 
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
@@ -79,6 +82,42 @@ def index_args(index_url: str | None, wheelhouse: str | None, offline: bool) -> 
         return ["--no-index", "--find-links", wheelhouse]
     args = ["--index", index_url] if index_url else []
     return args + (["--offline"] if offline else [])
+
+
+def default_index() -> str:
+    """The index uv resolves against when a stack names none (uv's own settings, else PyPI)."""
+    return os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL") or "https://pypi.org/simple"
+
+
+def check_indexes(stacks: list[Stack], wheelhouse: str | None, offline: bool, timeout: float = 20.0) -> None:
+    """One request to each index the stacks need, before anything is stored: an index that does not
+    answer would make every cell "could not test", so it is one sentence and exit 2 instead.
+    Any HTTP answer below 500 counts (a 404 is an answer); refused, unreachable, 5xx do not."""
+    if wheelhouse or offline:
+        return
+    asked: dict[str, str] = {}
+    for stack in stacks:
+        if stack.env != "uv" or not stack.requirements:
+            continue
+        name = re.split(r"[\[=<>!~;\s]", stack.requirements[0], maxsplit=1)[0]
+        for index in filter(None, (stack.index_url, default_index())):
+            asked.setdefault(index, name)
+    for index, name in asked.items():
+        url = f"{index.rstrip('/')}/{name}/"
+        if index.startswith("file:"):
+            if not Path(urllib.request.url2pathname(index[5:].removeprefix("//"))).is_dir():
+                raise UserError(f"the package index {index} is not a directory here; check the plan or uv's index settings.")
+            continue
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+                pass
+        except urllib.error.HTTPError as exc:
+            if exc.code >= 500:
+                raise UserError(f"the package index {index} answered {exc.code} ({exc.reason}) to {url}; retry later, or use --wheelhouse.") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            why = getattr(exc, "reason", None) or exc
+            raise UserError(f"the package index {index} does not answer ({why}); check the network or the plan's "
+                            "variants, or use --offline (uv's cache) or --wheelhouse.") from None
 
 
 def parse_pins(text: str) -> tuple[str, ...]:

@@ -113,6 +113,18 @@ def data_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")) / "gpucompat"
 
 
+def runs_dir_for(sqlite_file: Path | None, shown_url: str) -> Path:
+    """Where the job directories of a database's sweeps go: beside its file (results.db ->
+    results-runs/), so two databases never share sweep-N directories; for a server database,
+    under the data directory, named by its URL."""
+    if sqlite_file is not None:
+        path = sqlite_file.expanduser().absolute()
+        return path.with_name(f"{path.stem}-runs")
+    import hashlib
+
+    return data_dir() / "runs" / hashlib.sha256(shown_url.encode()).hexdigest()[:12]
+
+
 def default_url() -> str:
     return os.environ.get("GPUCOMPAT_DB") or f"sqlite:///{data_dir() / 'gpucompat.db'}"
 
@@ -223,6 +235,7 @@ class Store:
         sqlite = parsed.get_backend_name() == "sqlite"
         self.readonly = readonly or (sqlite and parsed.query.get("mode") == "ro")
         path = _sqlite_file(parsed) if sqlite else None
+        self.runs_dir = runs_dir_for(path, self.shown)
         if path is not None:
             if not self._check_file(path):
                 self._in_memory()

@@ -21,8 +21,8 @@ from .knowledge import fatbin, rules, tables
 from .knowledge.rules import Prediction, Reason
 from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import parse_plan
-from .resolve import resolve_all
-from .store import Store, data_dir
+from .resolve import check_indexes, resolve_all
+from .store import Store
 
 
 class Progress:
@@ -84,17 +84,27 @@ def targets_for(spec: SweepSpec) -> list[Target]:
     return bound
 
 
-def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, options: RunOptions,
-          progress: Progress, kind: str = "sweep") -> int:
-    """The submit side: expand, resolve, and store every cell. Returns the sweep id."""
+def plan_stacks(spec: SweepSpec, options: RunOptions) -> list:
+    """The plan's stacks, and everything about them that can be known before the first cell: a
+    variant never built, an index that does not answer. Called before any store is opened."""
     offline = options.offline or spec.offline
-    wheelhouse = options.wheelhouse or spec.wheelhouse
     stacks, seen = [], set()
     for stack_spec in spec.stacks:
         for stack in space.expand(stack_spec, offline):
             if stack.key not in seen:
                 seen.add(stack.key)
                 stacks.append(stack)
+    check_variants(stacks)
+    check_indexes(stacks, options.wheelhouse or spec.wheelhouse, offline)
+    return stacks
+
+
+def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, options: RunOptions,
+          progress: Progress, kind: str = "sweep", stacks: list | None = None) -> int:
+    """The submit side: resolve the plan's stacks (plan_stacks unless given) and store every cell. Returns the sweep id."""
+    offline = options.offline or spec.offline
+    wheelhouse = options.wheelhouse or spec.wheelhouse
+    stacks = plan_stacks(spec, options) if stacks is None else stacks
     targets = targets_for(spec)
     progress.phase("resolve", len(stacks))
     resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
@@ -103,6 +113,39 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     # One transaction: a sweep is stored whole (targets, stacks, cells, predictions) or not at all.
     return store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict(), targets, resolved,
                               lambda r, target: prediction_for(Cell(0, r.stack, target, r)).to_dict())
+
+
+def never_built(stack) -> str | None:
+    """The knowledge's sentence when this stack's variant was never built for its version, else None
+    (also None where the tables do not know the version: that is for the resolver to find out)."""
+    if stack.env != "uv":
+        return None
+    if stack.framework == "jax" and stack.variant != "cpu":
+        rows = [r for r in tables.table("jax_builds") if r["variant"] == stack.variant]
+        newest = tables.newest_release("jax")
+        known = newest is None or tables.version(tables.minor_series(stack.version)) <= tables.version(newest["newest"])
+        oldest = min((tables.version(r["from_version"]) for r in rows), default=None)
+        if known and (oldest is None or tables.version(stack.version) < oldest):
+            return f"jax[{stack.variant}] was first published with jax {oldest}" if oldest else f"the knowledge holds no jax[{stack.variant}] release"
+        return None
+    if stack.framework in ("torch", "cupy"):
+        # whether a variant exists does not depend on the GPU: any compute capability asks the same rule
+        reasons = rules.predict(stack.framework, stack.version, stack.variant, "8.0", None).reasons
+        return next((r.text for r in reasons if r.rule == "variant exists" and r.verdict == "fail"), None)
+    return None
+
+
+def check_variants(stacks: list) -> None:
+    """A variant the knowledge says was never built for any of the plan's versions is a typo in the
+    plan, not a finding: one sentence before anything is resolved or stored."""
+    by_variant: dict[tuple[str, str], list] = {}
+    for stack in stacks:
+        by_variant.setdefault((stack.framework, stack.variant), []).append(stack)
+    for (framework, variant), mine in by_variant.items():
+        why = [never_built(stack) for stack in mine]
+        if all(why):
+            versions = ", ".join(sorted({stack.version for stack in mine}))
+            raise UserError(f"{framework} variant {variant!r} was never built for {versions}: {why[0]}; choose a variant that was built.")
 
 
 def prediction_for(cell: Cell) -> Prediction:
@@ -135,8 +178,8 @@ def prediction_for(cell: Cell) -> Prediction:
     return prediction
 
 
-def _workdir(sweep_id: int, options: RunOptions) -> Path:
-    root = Path(options.workdir).expanduser().resolve() if options.workdir else data_dir() / "runs"
+def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:
+    root = Path(options.workdir).expanduser().resolve() if options.workdir else store.runs_dir
     return root / f"sweep-{sweep_id}"
 
 
@@ -182,7 +225,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         else:
             jobs_cells.append(cell)
 
-    workdir = _workdir(sweep_id, options)
+    workdir = _workdir(store, sweep_id, options)
     detached = getattr(executor, "detached", False)  # the scheduler runs the jobs on its own (a DAG)
     if detached and row["status"] == "submitted":
         jobs = executor.attach(jobs_cells, workdir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -28,38 +29,39 @@ def code_text(code: str) -> str:
 
 @dataclass
 class Col:
-    """One column: `fixed` is never wrapped (codes, versions), `words` may wrap between words (a GPU
-    name), `flex` is the long text that wraps and takes the width left over. `floor`: the width a
-    `words`/`flex` column keeps before an optional column is shown beside it; a `flex` column at least
-    `share` of the whole width too (on a wide terminal the long text gains more than a low-value column would)."""
+    """One column: `fixed` is never wrapped (a Python version, a driver), `words` may wrap between words
+    (a GPU name, a failure and its stage), `flex` is the long text that wraps and takes the width left
+    over. `floor`: the width a `words`/`flex` column keeps before an optional column is shown beside it;
+    a `flex` column also keeps `share` of the whole width (on a wide terminal the long text gains more
+    than a low-value column would)."""
 
     key: str
     header: str
     cells: list[Text]
     kind: str = "fixed"
     floor: int = 0
-    style: str | None = None
     share: float = 1 / 3
 
-    def _words(self, text: str) -> list[str]:
-        return text.split() or [""]
-
-    @property
+    @cached_property
     def content(self) -> int:
+        """The longest line of any cell."""
         return max([0, *(cell_len(line) for cell in self.cells for line in cell.plain.splitlines())])
+
+    @cached_property
+    def longest_word(self) -> int:
+        return max([0, *(cell_len(w) for cell in self.cells for w in cell.plain.split())])
 
     @property
     def natural(self) -> int:
         return max(cell_len(self.header), self.content)
 
     def minimum(self, width: int) -> int:
-        header = max(cell_len(w) for w in self._words(self.header))  # a header may wrap between its words
+        header = max([0, *(cell_len(w) for w in self.header.split())])  # a header may wrap between its words
         if self.kind == "fixed":
             return max(header, self.content)
         if self.kind == "flex":
             return max(header, min(self.natural, max(self.floor, int(width * self.share))))
-        longest = max([0, *(cell_len(w) for cell in self.cells for w in self._words(cell.plain))])
-        return max(header, longest, min(self.natural, self.floor))
+        return max(header, self.longest_word, min(self.natural, self.floor))
 
 
 @dataclass
@@ -89,10 +91,11 @@ class FitTable:
     def overhead(n: int) -> int:
         return 3 * n + 1  # the default box: an edge each side, a rule between columns, a space either side of each cell
 
-    def variants(self):
+    @cached_property
+    def variants(self) -> list[list[Col]]:
         """The columns as they are, then after each step in order."""
         columns = list(self.columns)
-        yield columns
+        out = [columns]
         for step in self.steps:
             if step.into is None:
                 columns = [c for c in columns if c.key != step.key]
@@ -102,7 +105,8 @@ class FitTable:
                 cells = step.cells or [_joined(t, s) for t, s in zip(target.cells, source.cells)]
                 merged = replace(target, header=step.header or f"{target.header} ({source.header})", cells=cells)
                 columns = [merged if c.key == step.into else c for c in columns if c.key != step.key]
-            yield columns
+            out.append(columns)
+        return out
 
     def need(self, columns: list[Col], width: int) -> int:
         return sum(c.minimum(width) for c in columns) + self.overhead(len(columns))
@@ -112,11 +116,13 @@ class FitTable:
         if self.wide:
             columns = self.columns
         else:
-            for columns in self.variants():
+            for columns in self.variants:
                 if self.need(columns, width) <= width:
                     break
         widths = [c.minimum(width) for c in columns]
-        extra = (max(width, sum(widths) + self.overhead(len(columns))) if self.wide else width) - sum(widths) - self.overhead(len(columns))
+        extra = width - self.need(columns, width)
+        if self.wide:  # every column, the table as wide as that takes
+            extra = max(extra, 0)
         if extra < 0:  # nothing left to give up: narrow the long text, then word columns, then any column
             for kinds, floor in ((("flex",), 12), (("flex", "words"), 6), (("flex", "words", "fixed"), 1)):
                 while extra < 0:
@@ -146,12 +152,12 @@ class FitTable:
 
     def table(self, width: int) -> Table:
         columns, widths = self.layout(width)
-        wraps = any(cell_len(line) > w for c, w in zip(columns, widths) for cell in c.cells for line in cell.plain.splitlines())
+        wraps = any(c.content > w for c, w in zip(columns, widths))  # then a rule between rows keeps them apart
         total = sum(widths) + self.overhead(len(columns))
         table = Table(title=self.title, title_justify="left", title_style=self.title_style, show_lines=wraps,
                       width=total if total > width else None)
         for c, w in zip(columns, widths):
-            table.add_column(c.header, width=w, overflow="fold", style=c.style)
+            table.add_column(c.header, width=w, overflow="fold")
         for row in zip(*(c.cells for c in columns)):
             table.add_row(*row)
         return table
@@ -233,12 +239,12 @@ def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]
     if per_cell:
         notes = [Text("; ".join(r["warnings"])) for r in valid]
         tables = [
-            FitTable(f"Valid combinations ({len(valid)})", [*cell_columns(valid), Col("notes", "Notes", notes, "flex", 30)],
+            FitTable(f"Valid combinations ({len(valid)})", [*cell_columns(valid), Col("notes", "Notes", notes, "flex", 20, share=0)],
                      CELL_STEPS, wide),
             FitTable(f"Invalid combinations ({len(invalid)})",
                      [*cell_columns(invalid), Col("code", "Failure", [_failure(r, stage=False) for r in invalid], "words"),
                       Col("stage", "Stage", [_text(r["stage"]) for r in invalid]),
-                      Col("reason", "Reason", [_text(r["reason"]) for r in invalid], "flex", 40)],
+                      Col("reason", "Reason", [_text(r["reason"]) for r in invalid], "flex", 30)],
                      _steps(invalid), wide),
         ]
     else:
@@ -345,7 +351,8 @@ def explain_text(result: dict) -> list[str]:
 
 
 def doctor_tables(result: dict) -> list:
-    """The doctor's report: a summary line, then GPUs, frameworks and verdicts with fixes."""
+    """The doctor's report: a summary line, then GPUs, frameworks, the CUDA environment (with
+    warnings for what changes kernel loading), the CUDA libraries mapped, and verdicts with fixes."""
     items: list = [f"[bold]{escape(result['summary'])}[/]"]
     visible = result["cuda_visible_devices"]
     items.append(f"CUDA_VISIBLE_DEVICES: {escape(repr(visible['value']))} ({visible['form']}): {escape(visible['note'])}")
@@ -361,6 +368,26 @@ def doctor_tables(result: dict) -> list:
         frameworks.add_row(f["framework"], escape(str(f["version"])), escape(f["cuda_runtime"] or ""), escape(str(f["cudnn"] or "")),
                            escape(" ".join(f["arch_list"] or [])), escape(f["import_error"] or f["note"] or ""))
     items.append(frameworks if result["frameworks"] else "no ML framework is installed in this interpreter")
+    env = result.get("cuda_env") or {}
+    if env:
+        variables = Table("Variable", "Value", title="CUDA environment (what changes kernel loading)", title_justify="left", min_width=50)
+        for name, value in env.items():
+            variables.add_row(escape(name), escape(value))
+        items.append(variables)
+    else:
+        items.append("no environment variable that changes how CUDA loads kernels is set")
+    for w in result.get("loading_warnings") or []:
+        items.append(f"[yellow]warning[/] {escape(w['variable'])}={escape(repr(w['value'][:200]))}: {escape(w['text'])}\n"
+                     f"        [dim]source: {escape(w['source'])}[/]")
+    mapped = [("gpucompat doctor", lib) for lib in result.get("loaded_libraries") or []]
+    mapped += [(f"import {f['framework']}", lib) for f in result["frameworks"] for lib in f.get("loaded_libraries") or []]
+    if mapped:
+        libraries = Table("Process", "Library", "Version", "Path", title="CUDA libraries mapped (/proc/self/maps)", title_justify="left")
+        for process, lib in mapped:
+            libraries.add_row(escape(process), escape(lib["name"]), escape(lib["version"] or ""), escape(lib["path"]))
+        items.append(libraries)
+    else:
+        items.append("no CUDA library is mapped (no libcuda here, and no framework loaded one on import)")
     if result["verdicts"]:
         verdicts = Table("Framework", "GPU", "Verdict", "Why", "Fix", title="On this machine's GPUs", title_justify="left")
         for v in result["verdicts"]:
@@ -407,11 +434,10 @@ def history_table(rows: list[dict], title: str) -> Table:
     return table
 
 
-def untested_table(rows: list[dict]) -> Table:
+def untested_table(rows: list[dict], wide: bool = False) -> FitTable:
     """The cells that could not be tested: no verdict, so apart from the valid and invalid ones."""
-    table = Table("Cell", "Stack", "GPU", "Cause", "What happened", title=f"Could not test ({len(rows)}): no verdict, retried by --resume",
-                  title_justify="left", title_style="bold yellow")
-    for row in rows:
-        table.add_row(str(row["cell"]), escape(f"{row['framework']} {row['version']} [{row['variant']}] py{row['python']}"),
-                      escape(row["gpu"]), escape(row["cause"] or "?"), escape(row["reason"]))
-    return table
+    return FitTable(f"Could not test ({len(rows)}): no verdict; `gpucompat sweep --resume ID` tries them again",
+                    [*cell_columns(rows), Col("cause", "Cause", [_text(r["cause"]) for r in rows]),
+                     Col("stage", "Stage", [_text(r["stage"]) for r in rows]),
+                     Col("reason", "What happened", [_text(r["reason"]) for r in rows], "flex", 30)],
+                    CELL_STEPS, wide, title_style="bold yellow")
