@@ -88,6 +88,10 @@ def test_untested_cells_exit_4_and_resume_retries_exactly_them(isolated):
     assert "Could not test (1)" in table and "wheelhouse" in table and "could not be tested" in table
     assert "0 invalid" in table
     sweep_id = report["sweep"]["id"]
+    run_cli("report", "-o", str(isolated / "report.html"), check=0)
+    html = (isolated / "report.html").read_text()
+    assert '<table id="untested">' in html and "Could not test (1)" in html and "<b>0</b> invalid" in html
+    assert run_cli("results", "--format", "csv", check=0).stdout.splitlines()[1].count(",UNTESTED,wheelhouse,resolve,") == 1
 
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(wheelhouse),
                     "nvidia-cuda-runtime-cu12==12.4.127", "nvidia-cuda-nvrtc-cu12==12.4.127"], check=True, capture_output=True)

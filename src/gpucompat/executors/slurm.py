@@ -213,7 +213,10 @@ class SlurmExecutor:
         elif install_failed and (job.path / "install.failed").read_text().strip() == "124":
             timed_out = "install"
         stderr = tail(job.path / "stderr.log") + (f"\n[slurm] JobState={state} ExitCode={fields.get('ExitCode')}" if state else "")
-        return Observation(facts=facts, returncode=returncode, signal=sig, timed_out_stage=timed_out,
+        untested = None
+        if state in ENDED_BY_SLURM and not facts.get("finished"):  # the node or the scheduler ended it, not the stack
+            untested = (ENDED_BY_SLURM[state], f"Slurm ended job {task} as {state}")
+        return Observation(facts=facts, returncode=returncode, signal=sig, timed_out_stage=timed_out, untested=untested,
                            install_failed=install_failed, install_log=tail(job.path / "install.log"), stderr=stderr,
                            duration_s=_seconds(fields.get("RunTime", "0")))
 
@@ -221,6 +224,11 @@ class SlurmExecutor:
         if self._array_ids:
             subprocess.run(["scancel", *self._array_ids], capture_output=True, timeout=60)
 
+
+
+# Job states in which Slurm, not the probe, ended the job (squeue(1) JOB STATE CODES): no verdict.
+ENDED_BY_SLURM = {"NODE_FAIL": "scheduler", "BOOT_FAIL": "scheduler", "PREEMPTED": "scheduler", "DEADLINE": "scheduler",
+                  "REVOKED": "scheduler", "CANCELLED": "interrupted"}
 
 
 def _seconds(run_time: str) -> float:

@@ -14,10 +14,10 @@ import json
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .. import __version__
-from ..model import PASS
+from ..model import PASS, UNTESTED
 from .rows import display_row, is_surprise, seed_table
 
-PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING"}
+PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING", "UNTESTED"}
 
 
 def _row(raw: dict) -> dict:
@@ -33,7 +33,8 @@ def render(sweep: dict, raw_rows: list[dict]) -> str:
     rows = [_row(r) for r in raw_rows]
     done = [r for r in rows if r["code"] != "PENDING"]
     valid = [r for r in done if r["code"] == PASS]
-    invalid = [r for r in done if r["code"] != PASS]
+    untested = [r for r in done if r["code"] == UNTESTED]
+    invalid = [r for r in done if r["code"] not in (PASS, UNTESTED)]
     matrices = []
     for framework in sorted({r["framework"] for r in rows}):
         mine = [r for r in rows if r["framework"] == framework]
@@ -48,7 +49,8 @@ def render(sweep: dict, raw_rows: list[dict]) -> str:
     environment = Environment(loader=PackageLoader("gpucompat.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     template = environment.get_template("report.html.j2")
     created = datetime.datetime.fromtimestamp(sweep["created_at"]).strftime("%Y-%m-%d %H:%M")
-    counts = {"cells": len(rows), "valid": len(valid), "invalid": len(invalid), "pending": len(rows) - len(done),
+    counts = {"cells": len(rows), "valid": len(valid), "invalid": len(invalid), "untested": len(untested), "pending": len(rows) - len(done),
               "surprises": sum(r["surprise"] for r in rows), "predicted": sum(1 for r in done if r["observed"] is False)}
     return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices,
-                           surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True))
+                           surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
+                           untested=untested)
