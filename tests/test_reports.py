@@ -93,3 +93,33 @@ def test_advise_observed_first_then_predicted(tmp_path):
     assert not any("cu121" in c or "cu124" in c for c in commands), "builds without sm_120 must not be advised for an RTX 5090"
     bad = run_cli("advise", "--framework", "pytorch", "--cc", "8.0", "--driver", "535.104.05", "--db", f"sqlite:///{db}")
     assert bad.returncode == 2 and "unknown framework" in bad.stderr
+
+
+def test_untested_cells_are_no_fact_for_diff_history_or_advise(tmp_path):
+    """A cell that could not be tested is never newly broken, never in history, never advised from."""
+    import json
+
+    from gpucompat.model import Outcome
+    from gpucompat.store import Store
+
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    store = Store(url)
+    ok = ("PASS", "compute", "ran")
+    untested = Outcome("UNTESTED", "install", "could not test: the network failed", {"cause": "network"}, cause="network")
+    _sweep(store, "580.159.04", {"12.4": ok, "13.0": ok})
+    second = _sweep(store, "580.159.04", {"12.4": ok, "13.0": ("PASS", "compute", "ran")})
+    # the second sweep's 13.0 could not be tested: replace its verdict as --resume's retry would see it
+    cell = next(c for c in store.cells_of(second) if c.stack.version == "13.0")
+    assert store.retry_untested(second) == 0
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM results WHERE cell_id = ?", (cell.id,))
+    store.record_result(cell.id, untested, None)
+    proc = run_cli("diff", "latest~1", "latest", "--db", url, "--json", check=0)
+    changes = json.loads(proc.stdout)
+    assert changes["newly_broken"] == [] and [c["after"]["code"] for c in changes["untested"]] == ["UNTESTED"]
+    assert "Not compared (could not test) (1)" in run_cli("diff", "1", "2", "--db", url, check=0).stdout
+    rows = json.loads(run_cli("history", "cuda-runtime==13.0", "--cc", "9.0", "--db", url, "--json", check=0).stdout)
+    assert [r["sweep"] for r in rows] == [1]
+    listed = json.loads(run_cli("results", "--list", "--json", "--db", url, check=0).stdout)
+    assert [s["untested"] for s in listed] == [0, 1]
+    assert store.retry_untested(second) == 1 and len(store.cells_of(second, pending_only=True)) == 1
