@@ -59,3 +59,47 @@ def test_doctor_on_a_machine_without_a_driver():
         assert torch["note"] == "a CPU-only build: it cannot use any GPU"
     text = run_cli("doctor", check=0).stdout
     assert "no NVIDIA driver" in text
+
+
+def test_loading_warnings_name_what_each_variable_does_and_where_that_is_written():
+    from gpucompat.doctor import loading_findings, loading_warnings
+
+    (forced,) = loading_warnings({"CUDA_FORCE_PTX_JIT": "1"})
+    assert forced.startswith("CUDA_FORCE_PTX_JIT='1': ") and "JIT-compiles its PTX" in forced
+    assert "(source: https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html#cuda-force-ptx-jit)" in forced
+    (preload,) = loading_findings({"LD_PRELOAD": "/opt/shim/libfakegpu.so"})
+    assert preload["variable"] == "LD_PRELOAD" and "replace any CUDA function" in preload["text"] and "ld.so.8" in preload["source"]
+    # set to what changes nothing: no warning
+    assert loading_warnings({"CUDA_FORCE_PTX_JIT": "0", "LD_PRELOAD": "", "CUDA_DISABLE_PTX_JIT": "0", "HOME": "/root",
+                             "XLA_FLAGS": "--xla_gpu_autotune_level=0", "JAX_PLATFORMS": "cuda,cpu"}) == []
+    assert [f["variable"] for f in loading_findings({"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu",
+                                                     "XLA_FLAGS": "--xla_gpu_cuda_data_dir=/opt/cuda"})] == [
+        "CUDA_VISIBLE_DEVICES", "XLA_FLAGS", "JAX_PLATFORMS"]
+
+
+def test_ld_library_path_warns_only_for_directories_that_hold_a_libcuda_or_libcudart(tmp_path):
+    from gpucompat.doctor import loading_findings, loading_warnings
+
+    stubs, plain, toolkit = tmp_path / "cuda" / "lib64" / "stubs", tmp_path / "plain", tmp_path / "cuda-12.4" / "lib64"
+    for directory in (stubs, plain, toolkit):
+        directory.mkdir(parents=True)
+    (stubs / "libcuda.so").write_bytes(b"")
+    (plain / "libfoo.so.1").write_bytes(b"")
+    (toolkit / "libcudart.so.12").write_bytes(b"")
+    assert loading_warnings({"LD_LIBRARY_PATH": f"{plain}:/does/not/exist"}) == []
+    (finding,) = loading_findings({"LD_LIBRARY_PATH": f"{plain}:{stubs}:{toolkit}"})
+    assert finding["text"].endswith(f"breaks CUDA: {stubs} (libcuda.so (a stub)); {toolkit} (libcudart.so.12)")
+
+
+def test_doctor_shows_the_cuda_environment_and_warns_about_what_changes_kernel_loading():
+    env = {"CUDA_FORCE_PTX_JIT": "1", "LD_PRELOAD": "libm.so.6", "NCCL_DEBUG": "WARN"}
+    data = json.loads(run_cli("doctor", "--json", env=env, check=0).stdout)
+    assert data["cuda_env"]["CUDA_FORCE_PTX_JIT"] == "1" and data["cuda_env"]["LD_PRELOAD"] == "libm.so.6"
+    assert "NCCL_DEBUG" not in data["cuda_env"]
+    assert [w["variable"] for w in data["loading_warnings"]] == ["CUDA_FORCE_PTX_JIT", "LD_PRELOAD"]
+    assert all(w["source"].startswith("https://") for w in data["loading_warnings"])
+    assert isinstance(data["loaded_libraries"], list)
+    assert all(isinstance(f["loaded_libraries"], list) for f in data["frameworks"])
+    text = run_cli("doctor", env=env, check=0).stdout
+    assert "warning CUDA_FORCE_PTX_JIT='1'" in text and "warning LD_PRELOAD='libm.so.6'" in text
+    assert "CUDA environment (what changes kernel loading)" in text

@@ -27,8 +27,10 @@ def test_requirements_for_each_framework_and_variant():
     assert space.requirements_for("jax", "0.4.30", "cuda12")[0] == ("jax[cuda12]==0.4.30",)
     assert space.requirements_for("tensorflow", "2.15.0", "and-cuda")[0] == ("tensorflow[and-cuda]==2.15.0",)
     assert space.requirements_for("cupy", "13.3.0", "cuda12x")[0] == ("cupy-cuda12x==13.3.0",)
-    assert space.requirements_for("cuda-runtime", "11.8", "default")[0] == ("nvidia-cuda-runtime-cu11==11.8.*",)
-    assert space.requirements_for("cuda-runtime", "13.0", "default")[0] == ("nvidia-cuda-runtime==13.0.*",)
+    # the runtime and the same minor series' NVRTC (the probe's JIT rungs compile with it)
+    assert space.requirements_for("cuda-runtime", "11.8", "default")[0] == ("nvidia-cuda-runtime-cu11==11.8.*", "nvidia-cuda-nvrtc-cu11==11.8.*")
+    assert space.requirements_for("cuda-runtime", "12.4", "default")[0] == ("nvidia-cuda-runtime-cu12==12.4.*", "nvidia-cuda-nvrtc-cu12==12.4.*")
+    assert space.requirements_for("cuda-runtime", "13.0", "default")[0] == ("nvidia-cuda-runtime==13.0.*", "nvidia-cuda-nvrtc==13.0.*")
     with pytest.raises(UserError, match="CUDA 11 and newer"):
         space.requirements_for("cuda-runtime", "10.2", "default")
 
@@ -87,7 +89,8 @@ def test_real_resolutions_possible_and_impossible():
     assert torch_ok.ok and (torch_ok.cuda_runtime, torch_ok.cudnn) == ("12.1", "9.1.0")
     assert "torch==2.4.1" in torch_ok.pins
     assert not torch_py313.ok and "cp313" in torch_py313.error
-    assert runtime.ok and runtime.cuda_runtime == "12.4" and runtime.pins[0].startswith("nvidia-cuda-runtime-cu12==12.4.")
+    assert runtime.ok and runtime.cuda_runtime == "12.4"
+    assert sorted(p.rsplit(".", 1)[0] for p in runtime.pins) == ["nvidia-cuda-nvrtc-cu12==12.4", "nvidia-cuda-runtime-cu12==12.4"]
 
 
 @pytest.mark.integration

@@ -37,6 +37,11 @@ def cuda_runtime_package(series: str) -> str:
     raise UserError(f"cuda-runtime {series}: PyPI has libcudart wheels for CUDA 11 and newer only.")
 
 
+def cuda_nvrtc_package(series: str) -> str:
+    """The PyPI wheel that carries libnvrtc for a CUDA minor series like '12.4' (the probe's JIT rungs)."""
+    return cuda_runtime_package(series).replace("-runtime", "-nvrtc")
+
+
 def requirements_for(framework: str, version: str, variant: str) -> tuple[tuple[str, ...], str | None]:
     """(pip requirements, priority index URL or None) for one point of the space."""
     if framework == "torch":
@@ -49,7 +54,8 @@ def requirements_for(framework: str, version: str, variant: str) -> tuple[tuple[
     if framework == "cupy":
         return (f"cupy-{variant}=={version}",), None
     if framework == "cuda-runtime":
-        return (f"{cuda_runtime_package(version)}=={version}.*",), None
+        # NVRTC of the same minor series: the probe compiles a kernel with it to SASS and to PTX
+        return (f"{cuda_runtime_package(version)}=={version}.*", f"{cuda_nvrtc_package(version)}=={version}.*"), None
     raise UserError(f"unknown framework {framework!r}.")
 
 

@@ -4,10 +4,63 @@
 One file, standard library only, CPython 3.8+: it is copied into every job and run
 by whatever interpreter the stack under test provides. Stages run in order
 (import -> device -> compute), each in its own try block, and the JSON result is
-rewritten before and after every stage, so a crash or a kill still leaves evidence
-of how far it got. The parent process enforces timeouts and reads the verdict.
+rewritten before and after every stage (and after every rung of the compute stage),
+so a crash or a kill still leaves evidence of how far it got. A stage that is running
+is already in result["stages"] with "running": true. The parent process enforces
+timeouts and reads the verdict.
 
     python probe.py --framework torch --result result.json
+
+What loaded, and what changes loading
+-------------------------------------
+result["loaded_libraries"], rewritten with every write: the CUDA libraries mapped into
+this process, read from /proc/self/maps (parse_maps), each path once, in map order:
+
+    [{"name": "libcudart", "path": "/.../nvidia/cu13/lib/libcudart.so.13", "version": "13"},
+     {"name": "libcuda", "path": "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04", "version": "580.159.04"}]
+
+("version" is what follows ".so." in the file name, None where nothing does.)
+result["system"]["cuda_env"]: every environment variable that changes how CUDA loads
+or JIT-compiles kernels (cuda_env); result["system"]["env"] is the same dict.
+
+The compute stage climbs rungs
+------------------------------
+Each framework's compute stage is a ladder of rungs, each recorded in
+record["facts"]["rungs"] as
+
+    {"name": "blas", "ok": true, "expected": "relative error <= 1e-03 against float64",
+     "found": "2.1e-07", "rel_error": 2.1e-07, "duration_s": 0.01}
+
+with "error" (an exception: type, message, traceback) or "reason" (a check that did not
+hold) when "ok" is false. A rung that did not run is {"name", "ok": null, "skipped": true,
+"reason"}. The ladder stops at the first failing rung: the stage record takes that rung's
+"error" or "reason" as its own and facts["failed_rung"] names it; the rungs after it are
+recorded as skipped ("not run: the X rung failed"). facts["op"], facts["rel_error"] (the
+worst rung that measured one) and facts["tolerance"] stay as before.
+
+    torch, tensorflow:  elementwise (sin(a)*b+a), blas (matmul, cuBLAS)
+    jax:                elementwise, blas (dot, HIGHEST), jit (jax.jit of a small function)
+    cupy:               elementwise, blas, jit (a RawKernel compiled by NVRTC)
+    cuda-runtime:       memcpy (1 MiB round trip), jit_sass, jit_ptx
+
+cuda-runtime's JIT rungs: the import stage looks for libnvrtc beside libcudart, in the
+wheels on sys.path (nvidia/cu13/lib for CUDA 13, nvidia/cuda_nvrtc/lib for 11 and 12)
+and then by the loader's search. The compute stage compiles one axpy kernel with it
+twice, to SASS (--gpu-architecture=sm_XY, nvrtcGetCUBIN, NVRTC 11.1+) and to PTX
+(compute_XY; facts["ptx_isa"] is its ".version"), loads each image with the driver API
+(cuModuleLoadData in the runtime's primary context), launches it and checks the numbers.
+Both are tried once memcpy passed; facts["jit"] = {"sass": {...}, "ptx": {...}} says for
+each whether it loaded and ran, with the driver's error name and code. Verdicts:
+
+    - both run: the stage passes;
+    - SASS runs, PTX fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222): the stage passes
+      with a warning (this NVRTC's PTX is newer than the driver can JIT-compile);
+    - PTX fails otherwise, or both fail: the stage fails with the PTX error;
+    - SASS fails, PTX runs: the stage fails with the SASS error;
+    - this NVRTC does not know sm_XY (a GPU newer than the toolkit): jit_sass is skipped
+      and jit_ptx compiles for the newest compute_ it knows below XY; if that runs, the
+      stage passes with a warning ("ran by the driver's JIT");
+    - no libnvrtc: both are skipped with the reason, and the stage passes on memcpy.
 """
 
 import argparse
@@ -16,6 +69,8 @@ import glob
 import json
 import os
 import platform
+import random
+import re
 import signal
 import socket
 import sys
@@ -23,14 +78,27 @@ import time
 import traceback
 import warnings
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 STAGES = ("import", "device", "compute")
 MATRIX_N = 256
 TOLERANCE = 1e-3  # relative Frobenius error allowed against the float64 reference
+EXPECTED = "relative error <= %.0e against float64" % TOLERANCE
 
 
 class StageFailed(Exception):
-    """A stage ran but found what stops the ladder (no device, wrong numbers)."""
+    """A stage (or rung) ran but found what stops the ladder (no device, wrong numbers)."""
+
+
+class RungSkipped(Exception):
+    """A rung that cannot run here for a reason that is not a failure of the stack."""
+
+
+class RungFailed(Exception):
+    """The compute ladder stopped: carries the failing rung's error or reason for the stage."""
+
+    def __init__(self, rung):
+        Exception.__init__(self, rung.get("reason") or (rung.get("error") or {}).get("message", ""))
+        self.outcome = {"error": rung["error"]} if "error" in rung else {"reason": rung.get("reason", "")}
 
 
 def _error(exc):
@@ -48,13 +116,69 @@ def _cuda_version(number):
     return "%d.%d" % (number // 1000, (number % 1000) // 10)
 
 
+# ---------------------------------------------------------------------------
+# What is loaded, and the environment that changes loading
+# ---------------------------------------------------------------------------
+
+_LIBRARY = re.compile(
+    r"^(libcuda|libcudart|libnvrtc(?:-builtins)?(?:\.alt)?|libcublasLt|libcublas|libcudnn(?:_[A-Za-z0-9_]+)?"
+    r"|libnvJitLink|libnvptxcompiler|libnvidia-ptxjitcompiler)\.so(?:\.([0-9][0-9A-Za-z.]*))?$"
+)
+
+
+def parse_maps(text):
+    """/proc/<pid>/maps text -> the CUDA libraries mapped: [{name, path, version}], each path once."""
+    found, seen = [], set()
+    for line in text.splitlines():
+        fields = line.split(None, 5)  # address perms offset dev inode pathname
+        if len(fields) < 6 or not fields[5].startswith("/"):
+            continue
+        path = fields[5].rstrip()
+        if path.endswith(" (deleted)"):
+            path = path[:-len(" (deleted)")]
+        match = _LIBRARY.match(os.path.basename(path))
+        if match and path not in seen:
+            seen.add(path)
+            found.append({"name": match.group(1), "path": path, "version": match.group(2)})
+    return found
+
+
+def loaded_libraries():
+    try:
+        with open("/proc/self/maps") as handle:
+            return parse_maps(handle.read())
+    except OSError:  # not Linux: nothing to say
+        return []
+
+
+_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "CUPY_", "PYTORCH_")
+_ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "XLA_FLAGS", "TORCH_CUDA_ARCH_LIST")
+# JAX_* and TF_* only where they are about platforms, CUDA or compilation (TF_ is Terraform's too)
+_ENV_WORDS = {"JAX_": ("PLATFORM", "COMPIL", "CUDA", "GPU", "PJRT", "CACHE"),
+              "TF_": ("CUDA", "CUDNN", "GPU", "XLA", "TENSORRT", "NEED_")}
+
+
+def cuda_env(environ=None):
+    """The variables that change how CUDA loads or JIT-compiles kernels (no NCCL_*)."""
+    environ = os.environ if environ is None else environ
+    chosen = {}
+    for name in sorted(environ):
+        prefix = name.split("_", 1)[0] + "_"
+        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES
+                or any(word in name[len(prefix):] for word in _ENV_WORDS.get(prefix, ()))):
+            chosen[name] = environ[name][:4000]
+    return chosen
+
+
 def system_facts():
+    env = cuda_env()
     facts = {
         "python": platform.python_version(),
         "executable": sys.executable,
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
-        "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") if k in os.environ},
+        "cuda_env": env,
+        "env": env,  # the older name; analysis reads CUDA_VISIBLE_DEVICES from it
     }
     try:
         with open("/proc/driver/nvidia/version") as handle:
@@ -73,17 +197,94 @@ def system_facts():
     return facts
 
 
-def _check(facts, error):
-    facts["rel_error"] = error
-    facts["tolerance"] = TOLERANCE
+# ---------------------------------------------------------------------------
+# The compute ladder
+# ---------------------------------------------------------------------------
+
+_HOOKS = {"checkpoint": None}
+
+
+def _checkpoint():
+    if _HOOKS["checkpoint"]:
+        _HOOKS["checkpoint"]()
+
+
+def _compare(rung, error):
+    """Expected vs found for a numeric rung; raises StageFailed when the numbers are wrong."""
+    rung.update(expected=EXPECTED, found="%.2g" % error, rel_error=error)
     if not error <= TOLERANCE:
         raise StageFailed("result differs from the float64 reference: relative error %.3g > %.0e" % (error, TOLERANCE))
+
+
+def run_rung(facts, name, body):
+    """Run one rung: body(rung) fills the rung's record; what it learnt stays when it fails."""
+    rung = {"name": name, "ok": False}
+    facts.setdefault("rungs", []).append(rung)
+    began = time.perf_counter()
+    try:
+        body(rung)
+        rung["ok"] = True
+    except RungSkipped as exc:
+        rung.update(ok=None, skipped=True, reason=str(exc))
+    except StageFailed as exc:
+        rung["reason"] = str(exc)
+    except Exception as exc:  # noqa: B902 - the evidence is the point
+        rung["error"] = _error(exc)
+    rung["duration_s"] = round(time.perf_counter() - began, 4)
+    _checkpoint()
+    return rung
+
+
+def skip_rung(facts, name, reason):
+    rung = {"name": name, "ok": None, "skipped": True, "reason": reason, "duration_s": 0.0}
+    facts.setdefault("rungs", []).append(rung)
+    return rung
+
+
+def finish_ladder(facts, failed=None):
+    """Summarise the rungs into the stage's facts; raise RungFailed for the failing rung."""
+    measured = [r["rel_error"] for r in facts.get("rungs", []) if "rel_error" in r]
+    if measured:
+        facts["rel_error"] = max(measured)
+        facts["tolerance"] = TOLERANCE
+    if failed is not None:
+        facts["failed_rung"] = failed["name"]
+        if "rel_error" not in failed:  # it failed for another reason than wrong numbers
+            facts.pop("rel_error", None)
+        raise RungFailed(failed)
+
+
+def ladder(facts, rungs):
+    """rungs: [(name, body)] in order; stops at the first that fails."""
+    failed = None
+    for name, body in rungs:
+        if failed is not None:
+            skip_rung(facts, name, "not run: the %s rung failed" % failed["name"])
+            continue
+        rung = run_rung(facts, name, body)
+        if rung["ok"] is False:
+            failed = rung
+    finish_ladder(facts, failed)
 
 
 # ---------------------------------------------------------------------------
 # Framework adapters: import_(facts) -> handle; device(handle, facts); compute(handle, facts).
 # Each fills the facts dict it is given, so what it learnt survives its failure.
 # ---------------------------------------------------------------------------
+
+def _numpy_error(np, out, ref):
+    out = np.asarray(out, dtype="float64").ravel()
+    ref = np.asarray(ref, dtype="float64").ravel()
+    if not np.isfinite(out).all():
+        return float("inf")
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+def _numpy_inputs(np):
+    a = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
+    b = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
+    return a, b, a.astype("float64"), b.astype("float64")
+
 
 class Torch:
     def import_(self, facts):
@@ -120,30 +321,25 @@ class Torch:
     def compute(self, torch, facts):
         a = torch.randn(MATRIX_N, MATRIX_N, dtype=torch.float32)
         b = torch.randn(MATRIX_N, MATRIX_N, dtype=torch.float32)
-        ga, gb = a.cuda(), b.cuda()
-        # a cuBLAS product and an elementwise kernel of torch's own: both must be in the build
-        out = torch.cat([(ga @ gb).flatten(), (torch.sin(ga) * gb + ga).flatten()]).cpu().double()
-        torch.cuda.synchronize()
         a64, b64 = a.double(), b.double()
-        ref = torch.cat([(a64 @ b64).flatten(), (torch.sin(a64) * b64 + a64).flatten()])
-        if not bool(torch.isfinite(out).all()):
-            error = float("inf")
-        else:
-            error = float(torch.linalg.norm(out - ref) / torch.linalg.norm(ref))
-        facts.update(op="matmul %dx%d + sin*b+a, float32" % (MATRIX_N, MATRIX_N), device=torch.cuda.get_device_name(0))
-        _check(facts, error)
+        gpu = {}
+        facts["op"] = "sin(a)*b+a, then matmul, %dx%d float32" % (MATRIX_N, MATRIX_N)
 
+        def error(out, ref):
+            out = out.cpu().double()
+            if not bool(torch.isfinite(out).all()):
+                return float("inf")
+            return float(torch.linalg.norm(out - ref) / torch.linalg.norm(ref))
 
-def _numpy_reference(np, a, b):
-    a64, b64 = a.astype("float64"), b.astype("float64")
-    return np.concatenate([(a64 @ b64).ravel(), (np.sin(a64) * b64 + a64).ravel()])
+        def elementwise(rung):  # a kernel of torch's own
+            gpu["a"], gpu["b"] = a.cuda(), b.cuda()
+            facts["device"] = torch.cuda.get_device_name(0)
+            _compare(rung, error(torch.sin(gpu["a"]) * gpu["b"] + gpu["a"], torch.sin(a64) * b64 + a64))
 
+        def blas(rung):  # cuBLAS
+            _compare(rung, error(gpu["a"] @ gpu["b"], a64 @ b64))
 
-def _numpy_error(np, out, ref):
-    out = np.asarray(out, dtype="float64")
-    if not np.isfinite(out).all():
-        return float("inf")
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+        ladder(facts, [("elementwise", elementwise), ("blas", blas)])
 
 
 class TensorFlow:
@@ -174,16 +370,24 @@ class TensorFlow:
     def compute(self, tf, facts):
         import numpy as np
 
-        a = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
-        b = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
-        with tf.device("/GPU:0"):
-            ta, tb = tf.constant(a), tf.constant(b)
-            out = tf.concat([tf.reshape(tf.linalg.matmul(ta, tb), [-1]), tf.reshape(tf.sin(ta) * tb + ta, [-1])], 0)
-            placed = out.device
-        facts.update(op="matmul + sin*b+a, float32", placed_on=placed)
-        if "GPU" not in placed.upper():
-            raise StageFailed("the op ran on %s, not on the GPU" % placed)
-        _check(facts, _numpy_error(np, out.numpy(), _numpy_reference(np, a, b)))
+        a, b, a64, b64 = _numpy_inputs(np)
+        facts["op"] = "sin(a)*b+a, then matmul, float32"
+
+        def on_gpu(rung, function):
+            with tf.device("/GPU:0"):
+                out = function(tf.constant(a), tf.constant(b))
+            rung["placed_on"] = facts["placed_on"] = out.device
+            if "GPU" not in out.device.upper():
+                raise StageFailed("the op ran on %s, not on the GPU" % out.device)
+            return out.numpy()
+
+        def elementwise(rung):
+            _compare(rung, _numpy_error(np, on_gpu(rung, lambda x, y: tf.sin(x) * y + x), np.sin(a64) * b64 + a64))
+
+        def blas(rung):
+            _compare(rung, _numpy_error(np, on_gpu(rung, tf.linalg.matmul), a64 @ b64))
+
+        ladder(facts, [("elementwise", elementwise), ("blas", blas)])
 
 
 class Jax:
@@ -217,15 +421,55 @@ class Jax:
         import jax.numpy as jnp
         import numpy as np
 
-        a = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
-        b = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
-        gpu = jax.devices("gpu")[0]
-        ja, jb = jax.device_put(a, gpu), jax.device_put(b, gpu)
-        product = jnp.dot(ja, jb, precision=jax.lax.Precision.HIGHEST)
-        out = jnp.concatenate([product.ravel(), (jnp.sin(ja) * jb + ja).ravel()])
-        out.block_until_ready()
-        facts.update(op="dot(HIGHEST) + sin*b+a, float32", device=str(list(out.devices())[0]))
-        _check(facts, _numpy_error(np, np.asarray(out), _numpy_reference(np, a, b)))
+        a, b, a64, b64 = _numpy_inputs(np)
+        gpu = {}
+        facts["op"] = "sin(a)*b+a, dot(HIGHEST), jax.jit(tanh(a)*b-a/2), float32"
+
+        def fetch(out):
+            out.block_until_ready()
+            facts["device"] = str(list(out.devices())[0])
+            return np.asarray(out)
+
+        def elementwise(rung):
+            device = jax.devices("gpu")[0]
+            gpu["a"], gpu["b"] = jax.device_put(a, device), jax.device_put(b, device)
+            _compare(rung, _numpy_error(np, fetch(jnp.sin(gpu["a"]) * gpu["b"] + gpu["a"]), np.sin(a64) * b64 + a64))
+
+        def blas(rung):
+            out = jnp.dot(gpu["a"], gpu["b"], precision=jax.lax.Precision.HIGHEST)
+            _compare(rung, _numpy_error(np, fetch(out), a64 @ b64))
+
+        def jit(rung):
+            function = jax.jit(lambda x, y: jnp.tanh(x) * y - x * 0.5)
+            _compare(rung, _numpy_error(np, fetch(function(gpu["a"], gpu["b"])), np.tanh(a64) * b64 - a64 * 0.5))
+
+        ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
+
+
+AXPY_SOURCE = b"""
+extern "C" __global__ void axpy(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+AXPY_A, AXPY_N = 2.5, 1 << 16
+
+
+def _axpy_inputs():
+    rng = random.Random(20261122)
+    return [rng.uniform(-1.0, 1.0) for _ in range(AXPY_N)], [rng.uniform(-1.0, 1.0) for _ in range(AXPY_N)]
+
+
+def _relative_error(out, ref):
+    """Relative Frobenius error of two sequences of numbers, in pure Python."""
+    diff = norm = 0.0
+    for found, expected in zip(out, ref):
+        if found != found or found in (float("inf"), float("-inf")):
+            return float("inf")
+        diff += (found - expected) ** 2
+        norm += expected * expected
+    return (diff / norm) ** 0.5 if norm else float("inf")
 
 
 class CuPy:
@@ -259,20 +503,183 @@ class CuPy:
     def compute(self, cupy, facts):
         import numpy as np
 
-        a = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
-        b = np.random.standard_normal((MATRIX_N, MATRIX_N)).astype("float32")
-        ca, cb = cupy.asarray(a), cupy.asarray(b)
-        out = cupy.concatenate([(ca @ cb).ravel(), (cupy.sin(ca) * cb + ca).ravel()])
-        facts["op"] = "matmul + sin*b+a (NVRTC-compiled), float32"
-        _check(facts, _numpy_error(np, cupy.asnumpy(out), _numpy_reference(np, a, b)))
+        a, b, a64, b64 = _numpy_inputs(np)
+        gpu = {}
+        facts["op"] = "sin(a)*b+a, matmul (cuBLAS), RawKernel axpy (NVRTC), float32"
 
+        def elementwise(rung):  # CuPy's own elementwise kernels (compiled by CuPy with NVRTC)
+            gpu["a"], gpu["b"] = cupy.asarray(a), cupy.asarray(b)
+            _compare(rung, _numpy_error(np, cupy.asnumpy(cupy.sin(gpu["a"]) * gpu["b"] + gpu["a"]), np.sin(a64) * b64 + a64))
+
+        def blas(rung):
+            _compare(rung, _numpy_error(np, cupy.asnumpy(gpu["a"] @ gpu["b"]), a64 @ b64))
+
+        def jit(rung):  # user CUDA C++ compiled at run time: the path of RawKernel/ElementwiseKernel code
+            try:
+                major, minor = cupy.cuda.nvrtc.getVersion()
+                rung["nvrtc_version"] = facts["nvrtc_version"] = "%d.%d" % (major, minor)
+            except Exception as exc:
+                rung["nvrtc_version_error"] = str(exc)
+            kernel = cupy.RawKernel(AXPY_SOURCE.decode(), "axpy")
+            xs, ys = _axpy_inputs()
+            x, y = cupy.asarray(np.array(xs, dtype="float32")), cupy.asarray(np.array(ys, dtype="float32"))
+            ref = AXPY_A * x.get().astype("float64") + y.get().astype("float64")
+            kernel(((AXPY_N + 255) // 256,), (256,), (np.float32(AXPY_A), x, y, np.int32(AXPY_N)))
+            _compare(rung, _numpy_error(np, cupy.asnumpy(y), ref))
+
+        ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
+
+
+# ---------------------------------------------------------------------------
+# libcudart, libnvrtc and libcuda through ctypes
+# ---------------------------------------------------------------------------
 
 class CudaError(Exception):
     pass
 
 
+class DriverError(CudaError):
+    """A CUresult other than CUDA_SUCCESS, with the driver's own name for it."""
+
+    def __init__(self, call, code, name, text):
+        CudaError.__init__(self, "%s: %s (%d): %s" % (call, name, code, text))
+        self.call, self.code, self.name, self.text = call, code, name, text
+
+
+class NvrtcError(CudaError):
+    pass
+
+
+CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
+NVRTC_NOT_FOUND = ("no libnvrtc in this environment (install nvidia-cuda-nvrtc for CUDA 13, "
+                   "nvidia-cuda-nvrtc-cu12 or -cu11 for CUDA 12 or 11, beside the runtime)")
+NVRTC_PATTERNS = ("nvidia/cu*/lib/libnvrtc.so*", "nvidia/cuda_nvrtc/lib/libnvrtc.so*")
+
+
+def find_nvrtc(near=None):
+    """libnvrtc of this environment: beside `near` (the libcudart in use), in the CUDA wheels on
+    sys.path, then where the dynamic loader finds it. None when there is none."""
+    places = [os.path.join(os.path.dirname(near), "libnvrtc.so*")] if near and os.path.isabs(near) else []
+    places += [os.path.join(base, pattern) for base in sys.path if base for pattern in NVRTC_PATTERNS]
+    for place in places:
+        found = sorted(glob.glob(place))
+        if found:
+            return found[-1]
+    import ctypes.util
+
+    return ctypes.util.find_library("nvrtc")
+
+
+def _bind(lib, name, restype, argtypes):
+    function = getattr(lib, name)
+    function.restype, function.argtypes = restype, argtypes
+    return function
+
+
+def load_nvrtc(path):
+    """libnvrtc with the signatures of nvrtc.h; lib.has_cubin is False before NVRTC 11.1.
+
+    The libnvrtc-builtins beside it is loaded first: NVRTC dlopens it by name when it compiles,
+    and the 13.0 wheel's libnvrtc carries no RPATH to find it there (13.5's has $ORIGIN)."""
+    builtins = sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*"))) if os.path.isabs(path) else []
+    for library in builtins[-1:]:
+        ctypes.CDLL(library, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+    lib = ctypes.CDLL(path)
+    lib.builtins = builtins[-1] if builtins else None
+    p, i, size_p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)
+    _bind(lib, "nvrtcVersion", i, [ctypes.POINTER(i), ctypes.POINTER(i)])
+    _bind(lib, "nvrtcGetErrorString", ctypes.c_char_p, [i])
+    _bind(lib, "nvrtcCreateProgram", i, [ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_char_p, i, p, p])
+    _bind(lib, "nvrtcCompileProgram", i, [p, i, ctypes.POINTER(ctypes.c_char_p)])
+    _bind(lib, "nvrtcDestroyProgram", i, [ctypes.POINTER(p)])
+    _bind(lib, "nvrtcGetProgramLogSize", i, [p, size_p])
+    _bind(lib, "nvrtcGetProgramLog", i, [p, ctypes.c_char_p])
+    _bind(lib, "nvrtcGetPTXSize", i, [p, size_p])
+    _bind(lib, "nvrtcGetPTX", i, [p, ctypes.c_char_p])
+    try:
+        _bind(lib, "nvrtcGetCUBINSize", i, [p, size_p])
+        _bind(lib, "nvrtcGetCUBIN", i, [p, ctypes.c_char_p])
+        lib.has_cubin = True
+    except AttributeError:
+        lib.has_cubin = False
+    lib.archs = None  # the SM numbers it can compile for (nvrtcGetSupportedArchs, NVRTC 11.2+)
+    try:
+        count = ctypes.c_int(0)
+        if not _bind(lib, "nvrtcGetNumSupportedArchs", i, [ctypes.POINTER(i)])(ctypes.byref(count)) and count.value > 0:
+            archs = (ctypes.c_int * count.value)()
+            if not _bind(lib, "nvrtcGetSupportedArchs", i, [ctypes.POINTER(i)])(archs):
+                lib.archs = sorted(archs)
+    except AttributeError:
+        pass
+    return lib
+
+
+def nvrtc_version(lib):
+    major, minor = ctypes.c_int(0), ctypes.c_int(0)
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return "%d.%d" % (major.value, minor.value)
+
+
+def _nvrtc_check(lib, call, code, log=""):
+    if code:
+        name = (lib.nvrtcGetErrorString(code) or b"?").decode(errors="replace")
+        raise NvrtcError("%s: %s (%d)%s" % (call, name, code, (": " + log.strip()) if log.strip() else ""))
+
+
+def nvrtc_compile(lib, arch, kind, source=AXPY_SOURCE):
+    """Compile `source` for --gpu-architecture=`arch`; kind 'ptx' or 'cubin'. -> (image, log).
+    A PTX image keeps its terminating NUL, as cuModuleLoadData wants it."""
+    program = ctypes.c_void_p()
+    _nvrtc_check(lib, "nvrtcCreateProgram", lib.nvrtcCreateProgram(ctypes.byref(program), source, b"axpy.cu", 0, None, None))
+    try:
+        option = ("--gpu-architecture=%s" % arch).encode()
+        code = lib.nvrtcCompileProgram(program, 1, (ctypes.c_char_p * 1)(option))
+        size = ctypes.c_size_t(0)
+        lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        buffer = ctypes.create_string_buffer(max(size.value, 1))
+        lib.nvrtcGetProgramLog(program, buffer)
+        log = buffer.value.decode(errors="replace")
+        _nvrtc_check(lib, "nvrtcCompileProgram(%s)" % option.decode(), code, log)
+        get_size, get = (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX) if kind == "ptx" else (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN)
+        _nvrtc_check(lib, get_size.__name__, get_size(program, ctypes.byref(size)))
+        buffer = ctypes.create_string_buffer(max(size.value, 1))
+        _nvrtc_check(lib, get.__name__, get(program, buffer))
+        return buffer.raw[:size.value], log
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+def ptx_isa(ptx):
+    """The PTX ISA version a PTX text declares ('.version 9.5' -> '9.5'), else None."""
+    text = ptx.decode(errors="replace") if isinstance(ptx, bytes) else ptx
+    match = re.search(r"^\s*\.version\s+(\d+\.\d+)", text, re.M)
+    return match.group(1) if match else None
+
+
+def load_driver():
+    """libcuda.so.1 with the signatures of cuda.h. None of these calls is #defined to a _v2 name
+    there (cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel, cuCtxGetCurrent... keep theirs)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    p, i, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+    _bind(lib, "cuInit", i, [u])
+    _bind(lib, "cuDriverGetVersion", i, [ctypes.POINTER(i)])
+    _bind(lib, "cuGetErrorName", i, [i, ctypes.POINTER(ctypes.c_char_p)])
+    _bind(lib, "cuGetErrorString", i, [i, ctypes.POINTER(ctypes.c_char_p)])
+    _bind(lib, "cuDeviceGet", i, [ctypes.POINTER(i), i])
+    _bind(lib, "cuCtxGetCurrent", i, [ctypes.POINTER(p)])
+    _bind(lib, "cuCtxSetCurrent", i, [p])
+    _bind(lib, "cuDevicePrimaryCtxRetain", i, [ctypes.POINTER(p), i])
+    _bind(lib, "cuModuleLoadData", i, [ctypes.POINTER(p), p])
+    _bind(lib, "cuModuleGetFunction", i, [ctypes.POINTER(p), p, ctypes.c_char_p])
+    _bind(lib, "cuLaunchKernel", i, [p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), ctypes.POINTER(p)])
+    _bind(lib, "cuModuleUnload", i, [p])
+    _bind(lib, "cuCtxSynchronize", i, [])
+    return lib
+
+
 class CudaRuntime:
-    """libcudart through ctypes: the cheapest stack there is, so it sweeps CUDA 11/12/13 fast."""
+    """libcudart through ctypes: the cheapest stack there is, so it sweeps CUDA 11/12/13 fast.
+    With the same CUDA's libnvrtc beside it, it also JIT-compiles a kernel to SASS and to PTX."""
 
     ATTR_CC_MAJOR, ATTR_CC_MINOR = 75, 76
     H2D, D2H = 1, 2
@@ -296,6 +703,15 @@ class CudaRuntime:
             raise CudaError("%s: %s (%d): %s" % (
                 name, self.lib.cudaGetErrorName(code).decode(), code, self.lib.cudaGetErrorString(code).decode()))
 
+    def _cu(self, name, *args):
+        code = getattr(self.cu, name)(*args)
+        if code:
+            text, label = ctypes.c_char_p(), ctypes.c_char_p()
+            self.cu.cuGetErrorName(code, ctypes.byref(label))
+            self.cu.cuGetErrorString(code, ctypes.byref(text))
+            raise DriverError(name, code, label.value.decode() if label.value else "CUresult %d" % code,
+                              (text.value or b"").decode(errors="replace"))
+
     def import_(self, facts):
         path = self._find()
         if not path:
@@ -308,6 +724,15 @@ class CudaRuntime:
             facts["cuda_runtime"] = _cuda_version(version.value)
         except CudaError as exc:
             facts["cuda_runtime_error"] = str(exc)
+        self.nvrtc_path = facts["nvrtc_library"] = find_nvrtc(path)
+        self.nvrtc = None
+        if self.nvrtc_path:  # a broken libnvrtc is a fact for the JIT rungs, not an import failure
+            try:
+                self.nvrtc = load_nvrtc(self.nvrtc_path)
+                facts["nvrtc_version"] = nvrtc_version(self.nvrtc)
+                facts["nvrtc_builtins"] = self.nvrtc.builtins
+            except (OSError, AttributeError) as exc:
+                facts["nvrtc_error"] = str(exc)
         return self.lib
 
     def device(self, lib, facts):
@@ -329,7 +754,7 @@ class CudaRuntime:
         if not count.value:
             raise StageFailed("cudaGetDeviceCount found no device")
 
-    def compute(self, lib, facts):
+    def _memcpy(self, rung):
         size = 1 << 20
         data = os.urandom(size)
         back = ctypes.create_string_buffer(size)
@@ -340,11 +765,168 @@ class CudaRuntime:
             self._call("cudaMemcpy", back, pointer, ctypes.c_size_t(size), self.D2H)
             self._call("cudaDeviceSynchronize")
         finally:
-            lib.cudaFree(pointer)
-        same = back.raw == data
-        facts.update(op="memcpy round trip of %d random bytes" % size, bytes_equal=same)
-        if not same:
+            self.lib.cudaFree(pointer)
+        differ = 0 if back.raw == data else sum(1 for x, y in zip(back.raw, data) if x != y)
+        rung.update(expected="%d random bytes back unchanged" % size,
+                    found="unchanged" if not differ else "%d bytes differ" % differ, bytes_equal=not differ)
+        if differ:
             raise StageFailed("the bytes copied back differ from those sent")
+
+    def _jit_setup(self, facts):
+        """Once for both JIT rungs: the device's compute capability and the driver API in the
+        runtime's primary context. A failure here is the failure of each rung that needs it."""
+        if getattr(self, "_setup", None) is not None:
+            if isinstance(self._setup, Exception):
+                raise self._setup
+            return self._setup
+        try:
+            if self.nvrtc is None:
+                raise CudaError("libnvrtc at %s could not be loaded: %s" % (self.nvrtc_path, facts.get("nvrtc_error")))
+            ordinal, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+            self._call("cudaGetDevice", ctypes.byref(ordinal))
+            self._call("cudaDeviceGetAttribute", ctypes.byref(major), self.ATTR_CC_MAJOR, ordinal.value)
+            self._call("cudaDeviceGetAttribute", ctypes.byref(minor), self.ATTR_CC_MINOR, ordinal.value)
+            cc = "%d%d" % (major.value, minor.value)
+            facts.update(jit_cc="%d.%d" % (major.value, minor.value), nvrtc_version=nvrtc_version(self.nvrtc))
+            self._call("cudaFree", None)  # the runtime makes its primary context current on this thread
+            self.cu = load_driver()
+            self._cu("cuInit", 0)
+            version = ctypes.c_int(0)
+            self._cu("cuDriverGetVersion", ctypes.byref(version))
+            facts["driver_cuda_version"] = _cuda_version(version.value)
+            context = ctypes.c_void_p()
+            self._cu("cuCtxGetCurrent", ctypes.byref(context))
+            if context.value:
+                facts["jit_context"] = "the runtime's primary context (current after cudaFree(0))"
+            else:
+                device = ctypes.c_int(0)
+                self._cu("cuDeviceGet", ctypes.byref(device), ordinal.value)
+                self._cu("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+                self._cu("cuCtxSetCurrent", context)
+                facts["jit_context"] = "the device's primary context (cuDevicePrimaryCtxRetain)"
+            self._setup = cc
+        except Exception as exc:
+            self._setup = exc
+            raise
+        return cc
+
+    def _jit_rung(self, facts, kind):
+        """Compile axpy with NVRTC to `kind` ('sass' or 'ptx'), load it with the driver, run it."""
+        def body(rung):
+            summary = facts.setdefault("jit", {}).setdefault(kind, {"compiled": False, "loaded": False, "ran": False})
+            try:
+                target = self._jit_target(facts, kind)
+            except RungSkipped as exc:
+                summary["skipped"] = str(exc)
+                raise
+            rung["nvrtc_version"] = facts["nvrtc_version"]
+            rung["target"] = summary["target"] = target
+            image, log = nvrtc_compile(self.nvrtc, target, "cubin" if kind == "sass" else "ptx")
+            rung.update(image_bytes=len(image), loaded=False, ran=False)
+            summary["compiled"] = True
+            if log.strip():
+                rung["nvrtc_log"] = log[-2000:]
+            if kind == "ptx":
+                rung["ptx_isa"] = summary["ptx_isa"] = facts["ptx_isa"] = ptx_isa(image)
+            try:
+                self._launch(image, rung, summary)
+            except DriverError as exc:
+                rung["cuda_error"] = {"call": exc.call, "name": exc.name, "code": exc.code, "text": exc.text}
+                summary.update(error_name=exc.name, error_code=exc.code)
+                raise
+        return body
+
+    def _jit_target(self, facts, kind):
+        """sm_XY / compute_XY of the device; for PTX the newest older arch where this NVRTC
+        does not know the device's own (the driver JIT-compiles PTX forward)."""
+        if kind == "sass" and self.nvrtc is not None and not self.nvrtc.has_cubin:
+            raise RungSkipped("NVRTC %s has no nvrtcGetCUBIN (it came with NVRTC 11.1)" % facts.get("nvrtc_version"))
+        cc = self._jit_setup(facts)
+        archs = self.nvrtc.archs
+        facts["nvrtc_archs"] = archs
+        if archs is None or int(cc) in archs:
+            return ("sm_" if kind == "sass" else "compute_") + cc
+        if kind == "sass":
+            raise RungSkipped("NVRTC %s cannot compile SASS for sm_%s (it knows sm_%s): no machine code for this GPU "
+                              "from this toolkit" % (facts["nvrtc_version"], cc, ", sm_".join(map(str, archs))))
+        older = [arch for arch in archs if arch < int(cc)]
+        if not older:
+            raise StageFailed("NVRTC %s cannot compile for this GPU (sm_%s): its oldest target is sm_%d"
+                              % (facts["nvrtc_version"], cc, archs[0]))
+        facts["jit_ptx_fallback"] = "compute_%d" % older[-1]
+        return "compute_%d" % older[-1]
+
+    def _launch(self, image, rung, summary):
+        buffer = ctypes.create_string_buffer(image)  # a copy with a NUL after it, as PTX needs
+        module, function = ctypes.c_void_p(), ctypes.c_void_p()
+        self._cu("cuModuleLoadData", ctypes.byref(module), ctypes.cast(buffer, ctypes.c_void_p))
+        xs, ys = _axpy_inputs()
+        x_host, y_host = (ctypes.c_float * AXPY_N)(*xs), (ctypes.c_float * AXPY_N)(*ys)
+        reference = [AXPY_A * x + y for x, y in zip(x_host, y_host)]  # float32 inputs, float64 sums
+        size = ctypes.c_size_t(ctypes.sizeof(x_host))
+        x_dev, y_dev = ctypes.c_void_p(), ctypes.c_void_p()
+        try:
+            # with lazy loading (CUDA_MODULE_LOADING=LAZY, the default from CUDA 12.2) the kernel
+            # is loaded here, not by cuModuleLoadData: "loaded" means both calls succeeded
+            self._cu("cuModuleGetFunction", ctypes.byref(function), module, b"axpy")
+            rung["loaded"] = summary["loaded"] = True
+            self._call("cudaMalloc", ctypes.byref(x_dev), size)
+            self._call("cudaMalloc", ctypes.byref(y_dev), size)
+            self._call("cudaMemcpy", x_dev, x_host, size, self.H2D)
+            self._call("cudaMemcpy", y_dev, y_host, size, self.H2D)
+            args = [ctypes.c_float(AXPY_A), ctypes.c_void_p(x_dev.value), ctypes.c_void_p(y_dev.value), ctypes.c_int(AXPY_N)]
+            params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(arg) for arg in args])
+            self._cu("cuLaunchKernel", function, (AXPY_N + 255) // 256, 1, 1, 256, 1, 1, 0, None, params, None)
+            self._cu("cuCtxSynchronize")
+            out = (ctypes.c_float * AXPY_N)()
+            self._call("cudaMemcpy", out, y_dev, size, self.D2H)
+            rung["ran"] = summary["ran"] = True
+            _compare(rung, _relative_error(list(out), reference))
+        finally:
+            for pointer in (x_dev, y_dev):
+                if pointer.value:
+                    self.lib.cudaFree(pointer)
+            self.cu.cuModuleUnload(module)
+
+    def compute(self, lib, facts):
+        facts["op"] = "memcpy round trip of 1048576 random bytes; axpy compiled by NVRTC to SASS and to PTX"
+        memcpy = run_rung(facts, "memcpy", self._memcpy)
+        facts["bytes_equal"] = memcpy.get("bytes_equal")
+        if memcpy["ok"] is False:
+            for name in ("jit_sass", "jit_ptx"):
+                skip_rung(facts, name, NVRTC_NOT_FOUND if not self.nvrtc_path else "not run: the memcpy rung failed")
+            finish_ladder(facts, memcpy)
+        if not self.nvrtc_path:
+            for name in ("jit_sass", "jit_ptx"):
+                skip_rung(facts, name, NVRTC_NOT_FOUND)
+            return finish_ladder(facts)
+        sass = run_rung(facts, "jit_sass", self._jit_rung(facts, "sass"))
+        ptx = run_rung(facts, "jit_ptx", self._jit_rung(facts, "ptx"))
+        failed, warning = jit_outcome(facts, sass, ptx)
+        if warning:
+            warnings.warn(warning)
+        finish_ladder(facts, failed)
+
+
+def jit_outcome(facts, sass, ptx):
+    """(the rung the stage fails with or None, a warning or None) from the jit_sass and jit_ptx
+    rungs (see the module's docstring for the verdicts)."""
+    if ptx["ok"] is False:
+        unsupported = (ptx.get("cuda_error") or {}).get("code") == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+        if not (unsupported and sass["ok"] is True):
+            return ptx, None
+        ptx["tolerated"] = True
+        return None, (
+            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222): PTX from NVRTC %s (PTX ISA %s) cannot be JIT-compiled by this "
+            "driver (it supports CUDA %s), while the SASS for %s from the same NVRTC runs: code that carries or "
+            "JIT-compiles only PTX of this toolkit fails here" % (
+                facts.get("nvrtc_version"), facts.get("ptx_isa"), facts.get("driver_cuda_version"), sass.get("target")))
+    if sass["ok"] is False:
+        return sass, None
+    if sass["ok"] is None and ptx["ok"]:
+        return None, "no SASS from NVRTC %s for this GPU (%s); its PTX for %s ran by the driver's JIT" % (
+            facts.get("nvrtc_version"), sass.get("reason"), ptx.get("target"))
+    return None, None
 
 
 ADAPTERS = {"torch": Torch, "tensorflow": TensorFlow, "jax": Jax, "cupy": CuPy, "cuda-runtime": CudaRuntime}
@@ -370,47 +952,60 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None):
         "current_stage": "system",
         "stage_started_at": time.time(),
         "stages": {},
+        "loaded_libraries": [],
         "finished": False,
     }
-    write(result_path, result)
-    result["system"] = system_facts()
-    handle = None
-    for stage in stages:
-        result["current_stage"] = stage
-        result["stage_started_at"] = time.time()
+
+    def save():  # every write also says what is mapped now, so a crash leaves the last view
+        result["loaded_libraries"] = loaded_libraries()
         write(result_path, result)
-        record = {"ok": False, "facts": {}}
-        began = time.perf_counter()
-        if stage in stage_timeouts and hasattr(signal, "SIGALRM"):
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-            signal.alarm(max(1, int(stage_timeouts[stage])))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                if stage == "import":
-                    handle = adapter.import_(record["facts"])
-                else:
-                    getattr(adapter, stage)(handle, record["facts"])
-                record["ok"] = True
-            except StageFailed as exc:
-                record["reason"] = str(exc)
-            except BaseException as exc:  # noqa: B902 - the evidence is the point
-                record["error"] = _error(exc)
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-        if hasattr(signal, "SIGALRM"):
-            signal.alarm(0)
-        record["duration_s"] = round(time.perf_counter() - began, 4)
-        if caught:
-            record["warnings"] = [str(w.message)[:2000] for w in caught][:20]
-        result["stages"][stage] = record
-        write(result_path, result)
-        if not record["ok"]:
-            break
-    result["current_stage"] = "done"
-    result["finished"] = True
-    result["finished_at"] = time.time()
-    write(result_path, result)
+
+    _HOOKS["checkpoint"] = save
+    try:
+        save()
+        result["system"] = system_facts()
+        handle = None
+        for stage in stages:
+            result["current_stage"] = stage
+            result["stage_started_at"] = time.time()
+            record = {"ok": False, "running": True, "facts": {}}
+            result["stages"][stage] = record
+            save()
+            began = time.perf_counter()
+            if stage in stage_timeouts and hasattr(signal, "SIGALRM"):
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(max(1, int(stage_timeouts[stage])))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    if stage == "import":
+                        handle = adapter.import_(record["facts"])
+                    else:
+                        getattr(adapter, stage)(handle, record["facts"])
+                    record["ok"] = True
+                except RungFailed as exc:
+                    record.update(exc.outcome)
+                except StageFailed as exc:
+                    record["reason"] = str(exc)
+                except BaseException as exc:  # noqa: B902 - the evidence is the point
+                    record["error"] = _error(exc)
+                    if isinstance(exc, KeyboardInterrupt):
+                        raise
+            if hasattr(signal, "SIGALRM"):
+                signal.alarm(0)
+            del record["running"]
+            record["duration_s"] = round(time.perf_counter() - began, 4)
+            if caught:
+                record["warnings"] = [str(w.message)[:2000] for w in caught][:20]
+            save()
+            if not record["ok"]:
+                break
+        result["current_stage"] = "done"
+        result["finished"] = True
+        result["finished_at"] = time.time()
+        save()
+    finally:
+        _HOOKS["checkpoint"] = None
     return result
 
 
