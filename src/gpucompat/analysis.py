@@ -79,7 +79,7 @@ def _device_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
     if found and found.stage == "device":
         return found.code, f"{found.meaning} ({_message(record)})"
     if stage_facts.get("device_count") == 0 and not record.get("error"):
-        visible = system.get("env", {}).get("CUDA_VISIBLE_DEVICES")
+        visible = system.get("cuda_env", system.get("env", {})).get("CUDA_VISIBLE_DEVICES")  # "env": probes before v2
         where = f" with CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
         return "NO_DEVICE", f"the driver is present but the framework sees no GPU{where}"
     return "NO_DEVICE", f"the framework could not use a GPU: {_message(record)}"

@@ -178,7 +178,6 @@ def system_facts():
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
         "cuda_env": env,
-        "env": env,  # the older name; analysis reads CUDA_VISIBLE_DEVICES from it
     }
     try:
         with open("/proc/driver/nvidia/version") as handle:
@@ -721,7 +720,7 @@ class CudaRuntime:
         version = ctypes.c_int(0)
         try:  # CUDA 11's runtime answers this only with a driver present: not an import failure
             self._call("cudaRuntimeGetVersion", ctypes.byref(version))
-            facts["cuda_runtime"] = _cuda_version(version.value)
+            facts["cuda_runtime"] = facts["version"] = _cuda_version(version.value)  # the stack's version is its runtime's
         except CudaError as exc:
             facts["cuda_runtime_error"] = str(exc)
         self.nvrtc_path = facts["nvrtc_library"] = find_nvrtc(path)
@@ -905,6 +904,9 @@ class CudaRuntime:
         failed, warning = jit_outcome(facts, sass, ptx)
         if warning:
             warnings.warn(warning)
+        ran = [name for name, rung in (("SASS", sass), ("PTX", ptx)) if rung.get("ran")]
+        facts["op"] = "memcpy round trip of 1048576 random bytes; axpy compiled by NVRTC %s, run from %s" % (
+            facts.get("nvrtc_version") or "?", " and ".join(ran) or "neither SASS nor PTX")
         finish_ladder(facts, failed)
 
 
