@@ -1,8 +1,10 @@
 """Environment providers: turn a resolved stack into an interpreter to run the probe with.
 
-Each provider module has `install_commands(resolved, env_dir, wheelhouse, offline)`
-(argument lists, run in order; empty when nothing is installed) and
-`interpreter(resolved, env_dir)` (the Python that runs the probe).
+Each provider module has `install_script(resolved, env_dir, requirements, wheelhouse, offline,
+uv, same_machine)` (the text of install.sh, or None when nothing is installed),
+`requirements_text(resolved)` and `interpreter(resolved, env_dir)` (the Python that runs the
+probe). Every executor writes its jobs' install.sh with the same function, so a job builds
+exactly the resolved environment wherever it runs.
 """
 
 from types import ModuleType

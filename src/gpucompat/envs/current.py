@@ -11,11 +11,16 @@ from pathlib import Path
 from ..model import ResolvedStack
 
 
-def install_commands(resolved: ResolvedStack, env_dir: Path, wheelhouse: str | None, offline: bool) -> list[list[str]]:
-    return []
+def install_script(resolved: ResolvedStack, env_dir: str, requirements: str, wheelhouse: str | None, offline: bool,
+                   uv: str, same_machine: bool) -> None:
+    return None  # nothing is installed: the interpreter is tested as it is
 
 
-def interpreter(resolved: ResolvedStack, env_dir: Path) -> str:
+def requirements_text(resolved: ResolvedStack) -> str:
+    return ""
+
+
+def interpreter(resolved: ResolvedStack, env_dir: Path | str) -> str:
     return sys.executable
 
 

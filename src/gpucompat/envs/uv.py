@@ -7,30 +7,36 @@ uses no index at all, for compute nodes without internet.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
 from ..model import ResolvedStack
-from ..resolve import index_args, uv_bin
+from ..resolve import index_args
 
 
-def python_request(python: str) -> str:
-    """Prefer the running interpreter's own path when versions match: no discovery needed."""
+def python_request(python: str, same_machine: bool) -> str:
+    """On this machine, prefer the running interpreter's own path when versions match (no discovery);
+    on a node, the version: uv finds or downloads it there."""
     running = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return sys.executable if python == running else python
+    return sys.executable if same_machine and python == running else python
 
 
-def install_commands(resolved: ResolvedStack, env_dir: Path, wheelhouse: str | None, offline: bool) -> list[list[str]]:
-    uv = uv_bin()
-    requirements = env_dir.parent / f"{env_dir.name}.requirements.txt"
-    requirements.parent.mkdir(parents=True, exist_ok=True)
-    requirements.write_text("\n".join(resolved.pins) + "\n")
+def install_script(resolved: ResolvedStack, env_dir: str, requirements: str, wheelhouse: str | None, offline: bool,
+                   uv: str, same_machine: bool) -> str:
+    """install.sh: build exactly the resolved environment at env_dir from the pins in `requirements`
+    (the file requirements_text() fills), with the stack's Python, index, wheelhouse and offline mode."""
     index = index_args(resolved.stack.index_url, wheelhouse, offline)
-    return [
-        [uv, "venv", "--quiet", "--clear", "--python", python_request(resolved.stack.python), str(env_dir)],
-        [uv, "pip", "install", "--python", str(env_dir / "bin" / "python"), "--no-deps", *index, "-r", str(requirements)],
+    commands = [
+        [uv, "venv", "--quiet", "--clear", "--python", python_request(resolved.stack.python, same_machine), env_dir],
+        [uv, "pip", "install", "--python", f"{env_dir}/bin/python", "--no-deps", *index, "-r", requirements],
     ]
+    return "set -e\n" + "".join(shlex.join(command) + "\n" for command in commands)
 
 
-def interpreter(resolved: ResolvedStack, env_dir: Path) -> str:
-    return str(env_dir / "bin" / "python")
+def requirements_text(resolved: ResolvedStack) -> str:
+    return "\n".join(resolved.pins) + "\n"
+
+
+def interpreter(resolved: ResolvedStack, env_dir: Path | str) -> str:
+    return f"{env_dir}/bin/python"

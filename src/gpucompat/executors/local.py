@@ -12,7 +12,6 @@ import fcntl
 import json
 import os
 import queue
-import shlex
 import signal
 import subprocess
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from .. import envs
 from ..model import Cell, Observation, Timeouts
+from ..resolve import uv_bin
 from ..space import cache_dir
 from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, new_job_dir, tail
 from .quoting import shell_comment, shell_word
@@ -160,23 +160,24 @@ class LocalExecutor:
 
     def _install(self, job: JobDir) -> tuple[bool, str, bool]:
         """Build the job's environment once: (ok, log tail, timed out)."""
-        commands = envs.provider(job.cell.stack.env).install_commands(job.cell.resolved, job.env_dir, self.wheelhouse, self.offline)
-        if not commands:
+        provider = envs.provider(job.cell.stack.env)
+        base = job.env_dir.parent / job.env_dir.name
+        script = provider.install_script(job.cell.resolved, str(job.env_dir), f"{base}.requirements.txt", self.wheelhouse,
+                                         self.offline, uv=uv_bin(), same_machine=True)
+        if script is None:
             return True, "", False
         job.env_dir.parent.mkdir(parents=True, exist_ok=True)
-        log_path = job.env_dir.parent / f"{job.env_dir.name}.install.log"
-        with open(job.env_dir.parent / f"{job.env_dir.name}.lock", "w") as lock:
+        log_path = Path(f"{base}.install.log")
+        with open(f"{base}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another sweep may be building the same environment
             if (job.env_dir / READY_MARKER).exists():
                 return True, "", False
-            deadline = time.monotonic() + self.timeouts.install
+            Path(f"{base}.requirements.txt").write_text(provider.requirements_text(job.cell.resolved))
+            Path(f"{base}.install.sh").write_text(script)
             with log_path.open("w") as log:
-                for command in commands:
-                    log.write("$ " + shlex.join(command) + "\n")
-                    log.flush()
-                    code, timed_out = self._run(command, log, deadline - time.monotonic(), {})
-                    if timed_out or code != 0:
-                        return False, tail(log_path), timed_out
+                code, timed_out = self._run(["/bin/sh", "-ex", f"{base}.install.sh"], log, self.timeouts.install, {})
+            if timed_out or code != 0:
+                return False, tail(log_path), timed_out
             (job.env_dir / READY_MARKER).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
         return True, tail(log_path), False
 

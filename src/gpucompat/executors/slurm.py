@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import subprocess
 import time
 from pathlib import Path
 
 from .. import envs
 from ..model import Cell, Observation, Target, Timeouts
+from ..resolve import uv_bin
 from ..space import cache_dir
 from .base import DONE, RUNNING, WAITING, JobDir, new_job_dir, run_command, stage_timeout_arg, tail
 from .local import READY_MARKER
@@ -118,14 +118,17 @@ class SlurmExecutor:
             provider = envs.provider(cell.stack.env)
             env_dir = self.env_root / cell.resolved.env_key
             interpreter = provider.interpreter(cell.resolved, env_dir)
-            commands = provider.install_commands(cell.resolved, env_dir, self.wheelhouse, self.offline)
             path = new_job_dir(cell, workdir, interpreter=interpreter)
+            # the submit host and the nodes share the cache directory: uv and the environments are found there
+            script = provider.install_script(cell.resolved, str(env_dir), "requirements.txt", self.wheelhouse, self.offline,
+                                             uv=uv_bin(), same_machine=False)
             lines = ["#!/bin/bash", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
                      f"cd {shell_word(path)} || exit 70"]
             if cell.stack.env != "current":
                 lines.append("unset PYTHONPATH  # a built environment is tested as built")
-            if commands:
-                (path / "install.sh").write_text("set -e\n" + "\n".join(shlex.join(c) for c in commands) + "\n")
+            if script:
+                (path / "install.sh").write_text(script)
+                (path / "requirements.txt").write_text(provider.requirements_text(cell.resolved))
                 ready, lock = shell_word(env_dir / READY_MARKER), shell_word(str(env_dir) + ".lock")
                 lines += [
                     f"mkdir -p {shell_word(env_dir.parent)}",
