@@ -111,7 +111,32 @@ if PYTHONPATH=src "$PY" -c "import gpucompat.cli" 2>/dev/null; then
   PYTHONPATH=src "$PY" -m gpucompat doctor > "$WORK/doctor.txt" 2>&1
 fi
 
-# 4. one summary line per stage and rung, one JSON with everything
+# 4. gpucompat itself, stored and exported: the plan's env-current stacks (the image's frameworks, and
+#    the CUDA runtime and NVRTC they brought), then cuda-runtime again with runtime 13.0 + NVRTC 13.5
+#    first on the path. Needs SQLAlchemy (and greenlet) from $WHEELS; gpucompat runs from src/.
+SITE=$WORK/site
+"$PY" -m pip install --no-index --no-deps --no-compile --target "$SITE" $(ls "$WHEELS"/sqlalchemy-*.whl "$WHEELS"/greenlet-*.whl 2>/dev/null) \
+  >> "$WORK/pip-install.txt" 2>&1  # SQLAlchemy's pure-Python wheel is enough (greenlet only serves asyncio)
+export GPUCOMPAT_DB="sqlite:///$WORK/verdicts.db" GPUCOMPAT_CACHE="$WORK/cache" XDG_DATA_HOME="$WORK/data"
+gpucompat() { PYTHONPATH="${FIRST:+$FIRST:}src:$SITE" "$PY" -m gpucompat "$@"; }
+note "gpucompat sweep docs/evidence/verdicts-plan.toml"
+gpucompat sweep docs/evidence/verdicts-plan.toml > "$WORK/sweep-terminal.txt" 2>&1; echo "sweep exit: $?" >> "$WORK/sweep-terminal.txt"
+nvrtc135=$(ls "$WHEELS"/nvidia_cuda_nvrtc-13.5.*.whl 2>/dev/null | tail -1)
+if [ -n "$nvrtc135" ] && [ -n "$runtime" ]; then
+  FIRST=$WORK/cuda-13.0-nvrtc-13.5
+  "$PY" -m pip install --no-index --no-deps --no-compile --target "$FIRST" "$runtime" "$nvrtc135" >> "$WORK/pip-install.txt" 2>&1
+  note "gpucompat check cuda-runtime --env current, with runtime 13.0 + NVRTC 13.5 first on the path"
+  FIRST=$FIRST gpucompat check cuda-runtime --env current --json > "$OUT/check-nvrtc-13.5.json" 2> "$WORK/check-nvrtc-13.5.err"
+  echo "check exit: $?" >> "$WORK/check-nvrtc-13.5.err"
+fi
+gpucompat results --sweep 1 --format json > "$OUT/results.json" 2>> "$LOG"
+gpucompat results --sweep 1 --cells > "$WORK/results-cells.txt" 2>> "$LOG"
+gpucompat results --sweep 1 --format md > "$WORK/results.md" 2>> "$LOG"
+gpucompat report --sweep 1 -o "$OUT/report.html" >> "$LOG" 2>&1
+"$PY" -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA journal_mode=DELETE'); c.close()" "$WORK/verdicts.db" \
+  && cp "$WORK/verdicts.db" "$OUT/verdicts.db"  # one file, no -wal beside it
+
+# 5. one summary line per stage and rung, one JSON with everything
 "$PY" - "$WORK/results" "$OUT/verdicts.json" > "$OUT/verdicts.txt" <<'EOF'
 import json, os, sys
 folder, combined = sys.argv[1], {}
@@ -144,6 +169,8 @@ for name, result in combined.items():
         print("    mapped %-26s %-12s %s" % (lib["name"], lib["version"] or "", lib["path"]))
     print("    cuda_env: %s" % json.dumps(result.get("system", {}).get("cuda_env", {})))
 EOF
-{ echo; echo "== gpucompat doctor"; cat "$WORK/doctor.txt" 2>/dev/null || echo "(not run)"; echo; echo "== log"; cat "$LOG"; } >> "$OUT/verdicts.txt"
-tar -czf "$OUT/extra.tar.gz" -C "$WORK" --exclude='venv-*' .
+{ echo; echo "== gpucompat sweep"; cat "$WORK/sweep-terminal.txt" 2>/dev/null; echo; echo "== gpucompat results --cells"; cat "$WORK/results-cells.txt" 2>/dev/null
+  echo; echo "== check with NVRTC 13.5 (stderr)"; cat "$WORK/check-nvrtc-13.5.err" 2>/dev/null
+  echo; echo "== gpucompat doctor"; cat "$WORK/doctor.txt" 2>/dev/null || echo "(not run)"; echo; echo "== log"; cat "$LOG"; } >> "$OUT/verdicts.txt"
+tar -czf "$OUT/extra.tar.gz" -C "$WORK" --exclude='venv-*' --exclude=site --exclude=cache --exclude='cuda-13.0-*' .
 cat "$OUT/verdicts.txt"
