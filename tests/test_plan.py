@@ -135,8 +135,8 @@ def test_a_relative_wheelhouse_is_relative_to_the_plan(tmp_path):
     ('name = "sweep\\u2028x"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "contains a control character"),
     ('executor="slurm"\n[[targets]]\nname="A100"\ngres = "a100\\n"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Slurm GRES type"),
     ('executor="slurm"\n[[targets]]\nname="A100"\nfeatures = ["hbm\\n"]\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "features must be"),
-    ('executor="slurm"\n[slurm]\npartition = "gpu\\n"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a plain Slurm name"),
-    ('executor="slurm"\n[slurm]\naccount = "a;b"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a plain Slurm name"),
+    ('executor="slurm"\n[slurm]\npartition = "gpu\\n"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "is not a plain name"),
+    ('executor="slurm"\n[slurm]\naccount = "a;b"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "is not a plain name"),
     # ASCII digits only: other scripts' digits match \d
     ('[[targets]]\nname="A100"\ncc="\u0668.\u0660"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a compute capability"),
     ('python = ["3.\u0661\u0661"]\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "not a Python version"),
@@ -185,3 +185,36 @@ def test_executor_options_follow_their_executor():
 def test_stack_specs_with_absurd_versions_are_one_sentence(spec):
     with pytest.raises(UserError, match="is not a stack spec"):
         parse_spec(spec)
+
+
+STACK = '[[stacks]]\nframework="cuda-runtime"\nversions=["12.4"]\n'
+
+
+def test_site_resource_options_are_parsed_per_executor():
+    from gpucompat.executors import make_executor
+
+    slurm = parse_plan('executor="slurm"\n[slurm]\npartition="gpu"\nqos="short"\nreservation="maint_1"\nmem="16G"\n'
+                       'cpus_per_task=4\nextra_sbatch=["--exclusive", "--gpus-per-task=1"]\n' + STACK)
+    assert slurm.executor_options["slurm"]["mem"] == 16384
+    assert make_executor(slurm, None, False).site_args == [
+        "--partition=gpu", "--qos=short", "--reservation=maint_1", "--mem=16384M", "--cpus-per-task=4", "--exclusive", "--gpus-per-task=1"]
+    condor = parse_plan('executor="htcondor"\n[htcondor]\nrequest_memory=4096\nrequest_cpus=2\nrequest_disk="20GiB"\n' + STACK)
+    assert condor.executor_options["htcondor"] == {"request_memory": 4096, "request_cpus": 2, "request_disk": 20480}
+    k8s = parse_plan('executor="kubernetes"\n[kubernetes]\nimage="python:3.12"\nmemory="8G"\ncpu=2\n' + STACK)
+    assert make_executor(k8s, None, False).requests == {"memory": "8192Mi", "cpu": "2"}
+
+
+@pytest.mark.parametrize("table, expected", [
+    ('executor="slurm"\n[slurm]\nmem="lots"\n', "[slurm] mem 'lots' is not an amount of memory"),
+    ('executor="slurm"\n[slurm]\ncpus_per_task=0\n', "[slurm] cpus_per_task must be a whole number from 1 to 1024"),
+    ('executor="slurm"\n[slurm]\ncpus_per_task=true\n', "[slurm] cpus_per_task must be a whole number"),
+    ('executor="slurm"\n[slurm]\nextra_sbatch=["--exclusive\\n#SBATCH --uid=0"]\n', "[slurm] extra_sbatch must be a list of sbatch options"),
+    ('executor="slurm"\n[slurm]\nextra_sbatch="--exclusive"\n', "[slurm] extra_sbatch must be a list"),
+    ('executor="htcondor"\n[htcondor]\nrequest_memory="0"\n', "outside 1 MiB to 64 TiB"),
+    ('executor="htcondor"\n[htcondor]\nrequirements="x"\n', "[htcondor]: unknown key 'requirements'"),
+    ('executor="kubernetes"\n[kubernetes]\nimage="python:3.12"\ncpu="2; rm -rf /"\n', "[kubernetes] cpu must be a whole number"),
+])
+def test_site_resource_mistakes_get_one_sentence(table, expected):
+    with pytest.raises(UserError) as raised:
+        parse_plan(table + STACK, "plan.toml")
+    assert expected in str(raised.value)

@@ -423,11 +423,13 @@ def discover(
 ):
     """The GPU classes a pool offers: name, compute capability, driver, count, and what selects them."""
     from dataclasses import asdict
-    from importlib import import_module
 
-    if source not in ("local", "slurm", "htcondor", "kubernetes"):
-        raise UserError(f"unknown source {source!r}; expected one of: local, slurm, htcondor, kubernetes.")
-    classes = [t for t in import_module(f"gpucompat.discover.{source}").discover() if t.count or source != "local"]
+    from .executors import EXECUTORS
+    from .executors import discover as discover_classes
+
+    if source not in EXECUTORS:
+        raise UserError(f"unknown source {source!r}; expected one of: {', '.join(EXECUTORS)}.")
+    classes = [t for t in discover_classes(source) if t.count or source != "local"]
     if json_out:
         _print_json([asdict(t) for t in classes])
         return

@@ -12,6 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
+from .executors import EXECUTORS
 from .knowledge import tables
 from .model import ENV_PROVIDERS, FRAMEWORKS, StackSpec, SweepSpec, Target, Timeouts
 
@@ -20,15 +21,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+# Each executor's own table of the plan ([slurm], [htcondor], [kubernetes]): key -> kind of value.
+EXECUTOR_OPTIONS = {
+    "slurm": {"partition": "name", "account": "name", "qos": "name", "reservation": "name",
+              "mem": "memory", "cpus_per_task": "count", "extra_sbatch": "sbatch_lines"},
+    "htcondor": {"request_memory": "memory", "request_cpus": "count", "request_disk": "memory"},
+    "kubernetes": {"image": "image", "namespace": "namespace", "memory": "memory", "cpu": "count"},
+}
 TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
-    "max_parallel_installs", "platform", "wheelhouse", "offline", "slurm", "kubernetes",
+    "max_parallel_installs", "platform", "wheelhouse", "offline", *EXECUTOR_OPTIONS,
 }
 STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
-EXECUTOR_KEYS = {"slurm": {"partition", "account"}, "kubernetes": {"image", "namespace"}}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "cell", "pending"}
-EXECUTORS = ("local", "slurm", "htcondor", "kubernetes")
 
 DEFAULT_VARIANTS = {
     "torch": ("default",),
@@ -230,17 +236,48 @@ def parse_plan(text: str, source: str = "plan") -> SweepSpec:
         raise UserError(f"{source}: {exc}") from None
 
 
-def _executor_options(section: str, table: object) -> dict[str, str]:
+_MEMORY = re.compile(r"([0-9]{1,9})\s*(M|MB|MiB|G|GB|GiB|T|TB|TiB)?", re.ASCII)
+_SBATCH_LINE = re.compile(r"--[a-z][a-z0-9-]{0,40}(=[A-Za-z0-9_.:,=/@+%-]{1,200})?", re.ASCII)
+_OPTION_KINDS = {  # kind -> (whole-string pattern, what a value must be)
+    "name": (_NAME, "a plain name ([A-Za-z0-9_.-], at most 64)"),
+    "image": (_IMAGE, "a container image like 'nvcr.io/nvidia/pytorch:24.08-py3'"),
+    "namespace": (_K8S_NAME, "a Kubernetes namespace (lowercase letters, digits and '-', at most 63)"),
+    "memory": (_MEMORY, "an amount of memory in MiB, or with a unit: '16G', '4096M'"),
+}
+
+
+def _option(section: str, key: str, kind: str, value: object):
+    """One value of an executor's table, checked; memory comes back as whole MiB."""
+    where = f"[{section}] {key}"
+    if kind == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
+            raise UserError(f"{where} must be a whole number from 1 to 1024.")
+        return value
+    if kind == "sbatch_lines":
+        if not isinstance(value, list) or not all(isinstance(v, str) and _SBATCH_LINE.fullmatch(v) for v in value):
+            raise UserError(f"{where} must be a list of sbatch options like \"--exclusive\" or \"--gpus-per-task=1\" "
+                            "(one option each, no spaces or quotes).")
+        return list(value)
+    if kind == "memory" and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    pattern, what = _OPTION_KINDS[kind]
+    found = pattern.fullmatch(value) if isinstance(value, str) else None
+    if not found:
+        raise UserError(f"{where} {str(value)[:80]!r} is not {what}.")
+    if kind == "memory":
+        mib = int(found.group(1)) * {"G": 1024, "T": 1024 * 1024}.get((found.group(2) or "M")[0], 1)
+        if not 1 <= mib <= 64 * 1024 * 1024:
+            raise UserError(f"{where} {value!r} is outside 1 MiB to 64 TiB.")
+        return mib
+    return value
+
+
+def _executor_options(section: str, table: object) -> dict:
     if not isinstance(table, dict):
         raise UserError(f"[{section}] must be a table.")
-    _check_keys(table, EXECUTOR_KEYS[section], f"[{section}]")
-    for key, value in table.items():
-        pattern = {"image": _IMAGE, "namespace": _K8S_NAME}.get(key, _NAME)
-        if not isinstance(value, str) or not pattern.fullmatch(value):
-            what = {"image": "a container image like 'nvcr.io/nvidia/pytorch:24.08-py3'",
-                    "namespace": "a Kubernetes namespace (lowercase letters, digits and '-', at most 63)"}.get(key, "a plain Slurm name")
-            raise UserError(f"[{section}] {key} {str(value)[:80]!r} is not {what}.")
-    return dict(table)
+    kinds = EXECUTOR_OPTIONS[section]
+    _check_keys(table, set(kinds), f"[{section}]")
+    return {key: _option(section, key, kinds[key], value) for key, value in table.items()}
 
 
 def _spec(data: dict) -> SweepSpec:
@@ -285,8 +322,8 @@ def _spec(data: dict) -> SweepSpec:
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
         raise UserError("offline must be true or false.")
-    options: dict[str, dict[str, str]] = {}
-    for section in EXECUTOR_KEYS:
+    options: dict[str, dict] = {}
+    for section in EXECUTOR_OPTIONS:
         if section in data:
             if section != executor:
                 raise UserError(f"[{section}] is given but the executor is {executor!r}.")

@@ -53,7 +53,7 @@ def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:
     """The plan with another executor (--executor); its own machine's GPUs become the pool's."""
     if executor is None or executor == spec.executor:
         return spec
-    from .plan import EXECUTORS
+    from .executors import EXECUTORS
 
     if executor not in EXECUTORS:
         raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
@@ -65,9 +65,9 @@ def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:
 
 def targets_for(spec: SweepSpec) -> list[Target]:
     if spec.targets == "discover" and spec.executor != "local":
-        from importlib import import_module
+        from .executors import discover
 
-        found = import_module(f".discover.{spec.executor}", __package__).discover()
+        found = discover(spec.executor)
         if not found:
             raise UserError(f"{spec.executor} discovery found no GPU in the pool; declare [[targets]] instead.")
         return found
@@ -226,7 +226,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
             jobs_cells.append(cell)
 
     workdir = _workdir(store, sweep_id, options)
-    detached = getattr(executor, "detached", False)  # the scheduler runs the jobs on its own (a DAG)
+    detached = executor.detached  # the scheduler runs the jobs on its own (a DAG)
     if detached and row["status"] == "submitted":
         jobs = executor.attach(jobs_cells, workdir)
     else:

@@ -33,8 +33,24 @@ class JobDir:
         return self.cell.id
 
 
+@dataclass(frozen=True)
+class JobSettings:
+    """What every executor is built with, from the plan and the command line."""
+
+    timeouts: Timeouts
+    wheelhouse: str | None = None  # install from this directory only (seen at the same path where jobs run)
+    offline: bool = False
+    max_parallel_installs: int = 2  # environments built at once where gpucompat builds them itself
+
+
 class Executor(Protocol):
+    """Everything the sweep calls. An executor is built as cls(settings: JobSettings, **plan_options)."""
+
     name: str
+    # True: the scheduler runs the jobs on its own after submit (a DAG); the sweep is stored
+    # "submitted" and `--resume` collects what came back through attach().
+    detached: bool
+    submitted: str | None  # what was submitted, in words (a cluster id, a command), for the user
 
     def precheck(self, cells: list[Cell]) -> dict[int, str | None]:
         """Cell id -> why no node can run it (None: some node can)."""
@@ -42,11 +58,17 @@ class Executor(Protocol):
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         """Render every file a job needs into its own directory."""
 
-    def submit(self, jobs: list[JobDir]) -> None: ...
+    def submit(self, jobs: list[JobDir]) -> None:
+        """Hand exactly these jobs to the scheduler (never others found on disk)."""
 
-    def poll(self) -> dict[int, str]: ...
+    def attach(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
+        """Detached executors: the jobs of cells submitted earlier, to poll and collect."""
 
-    def collect(self, job: JobDir) -> Observation: ...
+    def poll(self) -> dict[int, str]:
+        """Cell id -> WAITING, INSTALLING, RUNNING or DONE."""
+
+    def collect(self, job: JobDir) -> Observation:
+        """What came back from a DONE job."""
 
     def cancel(self, jobs: list[JobDir]) -> None: ...
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..model import Cell, Observation, Target, Timeouts
-from .base import DONE, WAITING, JobDir, new_job_dir, stage_timeout_arg, tail
+from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, stage_timeout_arg, tail
 from .quoting import classad_string, condor_path, shell_comment, shell_word
 
 DAG_FILE = "sweep.dag"
@@ -74,10 +74,12 @@ class HTCondorExecutor:
     name = "htcondor"
     detached = True  # DAGMan runs on; results are collected by --resume
 
-    def __init__(self, timeouts: Timeouts, wheelhouse: str | None = None, offline: bool = False):
-        self.timeouts = timeouts
-        self.wheelhouse = wheelhouse
-        self.offline = offline
+    def __init__(self, settings: JobSettings, request_memory: int | None = None, request_cpus: int | None = None,
+                 request_disk: int | None = None):
+        self.timeouts = settings.timeouts
+        self.wheelhouse = settings.wheelhouse
+        self.offline = settings.offline
+        self.requests = {"request_memory": request_memory, "request_cpus": request_cpus, "request_disk": request_disk}  # MiB, cores
         self.submitted: str | None = None  # cluster id, or the command to run by hand
 
     def precheck(self, cells: list[Cell]) -> dict[int, str | None]:

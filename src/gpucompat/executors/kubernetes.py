@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..model import Cell, Observation, Target, Timeouts
-from .base import DONE, PROBE_SOURCE, RUNNING, WAITING, JobDir, stage_timeout_arg
+from .base import DONE, PROBE_SOURCE, RUNNING, WAITING, JobDir, JobSettings, stage_timeout_arg
 from .quoting import k8s_name, shell_word
 
 BEGIN, END = "GPUCOMPAT-RESULT-BEGIN", "GPUCOMPAT-RESULT-END"
@@ -96,10 +96,16 @@ def result_from_log(log: str) -> dict:
 class KubernetesExecutor:
     name = "kubernetes"
 
-    def __init__(self, timeouts: Timeouts, image: str | None = None, namespace: str = "default", poll_s: float = 2.0):
+    detached = False
+
+    def __init__(self, settings: JobSettings, image: str | None = None, namespace: str = "default", memory: int | None = None,
+                 cpu: int | None = None, poll_s: float = 2.0):
         if not image:
             raise UserError("the kubernetes executor needs an image: add [kubernetes] image = \"...\" to the plan.")
-        self.timeouts = timeouts
+        self.timeouts = settings.timeouts
+        self.wheelhouse = settings.wheelhouse
+        self.offline = settings.offline
+        self.requests = {"memory": f"{memory}Mi" if memory else None, "cpu": str(cpu) if cpu else None}
         self.image = image
         self.namespace = namespace
         self.poll_s = poll_s

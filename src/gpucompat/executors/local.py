@@ -21,10 +21,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import envs
-from ..model import Cell, Observation, Timeouts
+from ..model import Cell, Observation
 from ..resolve import uv_bin
 from ..space import cache_dir
-from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, new_job_dir, tail
+from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, tail
 from .quoting import shell_comment, shell_word
 
 READY_MARKER = ".gpucompat-ready"
@@ -72,13 +72,14 @@ def kill_leftover(job_path: Path) -> bool:
 
 class LocalExecutor:
     name = "local"
+    detached = False
+    submitted = None
 
-    def __init__(self, timeouts: Timeouts, max_parallel_installs: int = 2, wheelhouse: str | None = None,
-                 offline: bool = False, env_root: Path | None = None):
-        self.timeouts = timeouts
-        self.max_parallel_installs = max_parallel_installs
-        self.wheelhouse = wheelhouse
-        self.offline = offline
+    def __init__(self, settings: JobSettings, env_root: Path | None = None):
+        self.timeouts = settings.timeouts
+        self.max_parallel_installs = settings.max_parallel_installs
+        self.wheelhouse = settings.wheelhouse
+        self.offline = settings.offline
         self.env_root = env_root or cache_dir() / "envs"
         self._states: dict[int, str] = {}
         self._observations: dict[int, Observation] = {}

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from .. import envs
-from ..model import Cell, Observation, Target, Timeouts
+from ..model import Cell, Observation, Target
 from ..resolve import uv_bin
 from ..space import cache_dir
-from .base import DONE, RUNNING, WAITING, JobDir, new_job_dir, run_command, stage_timeout_arg, tail
+from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, run_command, stage_timeout_arg, tail
 from .local import READY_MARKER
 from .quoting import sbatch_directive, shell_comment, shell_word, slurm_name
 
@@ -62,13 +62,19 @@ def exit_status(exit_code: str) -> tuple[int | None, int | None]:
 class SlurmExecutor:
     name = "slurm"
 
-    def __init__(self, timeouts: Timeouts, wheelhouse: str | None = None, offline: bool = False, partition: str | None = None,
-                 account: str | None = None, env_root: Path | None = None, poll_s: float = 1.0):
-        self.timeouts = timeouts
-        self.wheelhouse = wheelhouse
-        self.offline = offline
-        self.partition = partition
-        self.account = account
+    detached = False
+    submitted = None
+
+    def __init__(self, settings: JobSettings, partition: str | None = None, account: str | None = None, qos: str | None = None,
+                 reservation: str | None = None, mem: int | None = None, cpus_per_task: int | None = None,
+                 extra_sbatch: tuple[str, ...] = (), env_root: Path | None = None, poll_s: float = 1.0):
+        self.timeouts = settings.timeouts
+        self.wheelhouse = settings.wheelhouse
+        self.offline = settings.offline
+        # the plan's [slurm] table: what this site needs on every job (values checked by plan.py)
+        self.site_args = [f"--{flag}={value}" for flag, value in (
+            ("partition", partition), ("account", account), ("qos", qos), ("reservation", reservation),
+            ("mem", f"{mem}M" if mem else None), ("cpus-per-task", cpus_per_task)) if value] + list(extra_sbatch)
         self.env_root = env_root or cache_dir() / "envs"
         self.poll_s = poll_s
         self._task_of: dict[int, str] = {}  # cell id -> "jobid_index"
@@ -82,12 +88,7 @@ class SlurmExecutor:
     # -- helpers ---------------------------------------------------------------------------
 
     def _common_args(self) -> list[str]:
-        args = [f"--time={self.time_limit_minutes()}"]
-        if self.partition:
-            args.append(f"--partition={self.partition}")
-        if self.account:
-            args.append(f"--account={self.account}")
-        return args
+        return [f"--time={self.time_limit_minutes()}", *self.site_args]
 
     def time_limit_minutes(self) -> int:
         return max(1, math.ceil((self.timeouts.install + self.timeouts.cell) / 60))
