@@ -1,11 +1,19 @@
-"""`slurm`: one job array per GPU class, through sbatch/squeue/scontrol/scancel.
+"""`slurm`: one job array per GPU class, through sbatch/squeue/sacct/scontrol/scancel.
 
 The precheck is `sbatch --test-only` with the class's GRES type and features, so a cell
 no node can ever run is NO_MATCH in seconds, with Slurm's own message (the ancestor
-waited 24 hours). A job pending past the plan's pending timeout is cancelled and is
-NO_MATCH with the reason squeue gave. Inside the job, run.sh builds the environment
-(once per environment, under flock) and runs the probe with its own stage timeouts
-(SIGALRM), since no parent process watches a batch job; `--time` bounds the whole cell.
+waited 24 hours). A queued cell is judged by squeue's reason, as ReFrame's backend does:
+a reason that needs an administrator (the partition down, the nodes it asked for down or
+drained, a QOS or association limit, bad constraints) cancels it as NO_MATCH with that
+reason and the node states; waiting for `Resources` or `Priority` goes on up to the plan's
+pending timeout and then ends as UNTESTED ("still queued"), never NO_MATCH. One squeue call
+per poll covers the whole sweep; a finished array costs one sacct call (where accounting
+answers) or one scontrol call. A command that fails keeps the last known state and is
+retried; one that keeps failing for the pending timeout makes the cells UNTESTED, never
+done. Every task's id is written into its cell's directory, so `--resume` adopts jobs
+still queued or finished instead of submitting a cell twice. Inside the job, run.sh builds
+the environment (once per environment, under flock) and runs the probe with its own stage
+timeouts (SIGALRM), since no parent process watches a batch job; `--time` bounds the cell.
 The submit host and the nodes are assumed to share the work and cache directories.
 """
 
@@ -18,14 +26,28 @@ import time
 from pathlib import Path
 
 from .. import envs
+from ..errors import UserError
 from ..model import Cell, Observation, Target
 from ..resolve import uv_bin
 from ..space import cache_dir
-from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, run_command, stage_timeout_arg, tail
+from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, stage_timeout_arg, tail
 from .local import READY_MARKER
 from .quoting import sbatch_directive, shell_comment, shell_word, slurm_name
 
-ACTIVE = {"PENDING": WAITING, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING}
+# Job states in which a task is still Slurm's (squeue(1) JOB STATE CODES); any other state, or
+# none, means it ended. Requeued and held tasks come back to PENDING.
+ACTIVE = {"PENDING": WAITING, "REQUEUED": WAITING, "REQUEUE_HOLD": WAITING, "REQUEUE_FED": WAITING, "RESV_DEL_HOLD": WAITING,
+          "SPECIAL_EXIT": WAITING, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING,
+          "STOPPED": RUNNING, "RESIZING": RUNNING, "SIGNALING": RUNNING, "STAGE_OUT": RUNNING}
+# Pending reasons that wait for an administrator, not for the queue (ReFrame's _cancel_reasons,
+# reframe/core/schedulers/slurm.py, plus association limits and bad constraints; squeue(1) JOB
+# REASON CODES). ReqNodeNotAvail counts only when the nodes it names are down or drained.
+BLOCKED = ("BadConstraints", "FrontEndDown", "Licenses", "NodeDown", "PartitionDown", "PartitionInactive",
+           "PartitionNodeLimit", "QOSJobLimit", "QOSResourceLimit", "QOSUsageThreshold", "InvalidQOS", "InvalidAccount")
+BLOCKED_PREFIXES = ("AssocGrp", "AssocMax")
+TASK_FILE = "slurm.task"  # the array task that runs a cell, as "jobid_index"
+# squeue's answer when every job asked for has left the queue and Slurm forgot it: not a failure
+FORGOTTEN = "Invalid job id specified"
 
 
 def request_args(target: Target) -> list[str]:
@@ -78,12 +100,15 @@ class SlurmExecutor:
         self.env_root = env_root or cache_dir() / "envs"
         self.poll_s = poll_s
         self._task_of: dict[int, str] = {}  # cell id -> "jobid_index"
-        self._array_ids: list[str] = []
-        self._submitted_at = 0.0
-        self._no_match: dict[int, str] = {}
-        self._done: set[int] = set()
-        self._last_poll = 0.0
+        self._arrays: list[tuple[Path, list[int]]] = []  # the array scripts prepare() wrote, with their cells
+        self._submitted_at: dict[int, float] = {}
+        self._ended: dict[int, Observation] = {}  # cells Slurm did not run to the end: NO_MATCH or UNTESTED
+        self._final: dict[str, dict[str, str]] = {}  # task -> its last record (scontrol fields, or sacct's)
         self._states: dict[int, str] = {}
+        self._last_poll = 0.0
+        self._failing_since: float | None = None
+        self._sacct: bool | None = None  # does accounting answer? asked once
+        self._error = ""  # what the last failed squeue said
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -95,7 +120,13 @@ class SlurmExecutor:
 
     @staticmethod
     def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return run_command(command, 60, "a Slurm submit host", cwd=cwd)
+        """A Slurm command; one that does not answer in time is a failed call (retried by the next poll)."""
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=cwd)
+        except FileNotFoundError:
+            raise UserError(f"{command[0]} is not on PATH: run this on a Slurm submit host.") from None
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(command, 124, "", f"{command[0]} did not answer within 60 s")
 
     # -- Executor protocol ---------------------------------------------------------------
 
@@ -111,20 +142,50 @@ class SlurmExecutor:
             verdicts[cell.id] = answers[cell.target]
         return verdicts
 
+    def adoptable(self, cells: list[Cell], workdir: Path) -> dict[int, str]:
+        """Cells an earlier gpucompat submitted whose task Slurm still holds, or that left a finished
+        result: cell id -> task. Resuming after a kill adopts them instead of submitting them twice."""
+        recorded = {}
+        for cell in cells:
+            try:
+                recorded[cell.id] = (workdir / f"cell-{cell.id}" / TASK_FILE).read_text().strip()
+            except OSError:
+                continue
+        if not recorded:
+            return {}
+        queued = self._queue(sorted({task.split("_")[0] for task in recorded.values()}))
+        if queued is None:  # cannot tell: submitting again could run a cell twice
+            raise UserError("squeue does not answer, so gpucompat cannot tell which of this sweep's jobs are still queued; "
+                            "retry --resume when Slurm answers.")
+        adopted = {}
+        for cell_id, task in recorded.items():
+            result = workdir / f"cell-{cell_id}" / "result.json"
+            if task in queued or _finished(result):
+                adopted[cell_id] = task
+        return adopted
+
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         workdir.mkdir(parents=True, exist_ok=True)
         jobs, groups = [], {}
+        self._arrays = []
         stage_timeouts = stage_timeout_arg(self.timeouts)
+        adopted = self.adoptable(cells, workdir)
         for cell in cells:
             provider = envs.provider(cell.stack.env)
             env_dir = self.env_root / cell.resolved.env_key
             interpreter = provider.interpreter(cell.resolved, env_dir)
+            if cell.id in adopted:  # keep its directory: the job that is (or was) running writes there
+                self._task_of[cell.id] = adopted[cell.id]
+                self._submitted_at[cell.id] = time.monotonic()
+                jobs.append(JobDir(cell, workdir / f"cell-{cell.id}", env_dir, interpreter))
+                continue
             path = new_job_dir(cell, workdir, interpreter=interpreter)
             # the submit host and the nodes share the cache directory: uv and the environments are found there
             script = provider.install_script(cell.resolved, str(env_dir), "requirements.txt", self.wheelhouse, self.offline,
                                              uv=uv_bin(), same_machine=False)
             lines = ["#!/bin/bash", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
-                     f"cd {shell_word(path)} || exit 70"]
+                     f"cd {shell_word(path)} || exit 70",
+                     f'echo "${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}" > {TASK_FILE}  # also written by gpucompat at submit']
             if cell.stack.env != "current":
                 lines.append("unset PYTHONPATH  # a built environment is tested as built")
             if script:
@@ -154,55 +215,162 @@ class SlurmExecutor:
             cells_list = " ".join(shell_word(job.path / "run.sh") for job in members)
             script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {sbatch_directive(d)}\n" for d in directives)
                               + shell_comment(target.key) + f"\ncells=({cells_list})\nexec bash \"${{cells[$SLURM_ARRAY_TASK_ID]}}\"\n")
-            (workdir / f"array-{number}.cells").write_text("\n".join(str(job.id) for job in members) + "\n")
+            self._arrays.append((script, [job.id for job in members]))
         return jobs
 
     def submit(self, jobs: list[JobDir]) -> None:
-        if not jobs:
-            return
-        workdir = jobs[0].path.parent
+        """sbatch the arrays prepare() wrote for exactly these jobs (adopted cells are already Slurm's)."""
+        wanted = {job.id for job in jobs}
         by_id = {job.id: job for job in jobs}
-        for script in sorted(workdir.glob("array-*.sh")):
-            members = [int(line) for line in script.with_suffix(".cells").read_text().split()]
-            proc = self._run(["sbatch", "--parsable", script.name], cwd=workdir)
+        for script, members in self._arrays:
+            if not set(members) <= wanted:
+                continue
+            proc = self._run(["sbatch", "--parsable", script.name], cwd=script.parent)
             if proc.returncode != 0:
                 for cell_id in members:
-                    self._no_match[cell_id] = f"sbatch refused the job: {proc.stderr.strip()[-400:]}"
+                    self._ended[cell_id] = Observation(facts={}, untested=("scheduler", f"sbatch refused the job: {proc.stderr.strip()[-400:]}"))
                 continue
             array_id = proc.stdout.strip().split(";")[0]
-            self._array_ids.append(array_id)
             for index, cell_id in enumerate(members):
-                if cell_id in by_id:
-                    self._task_of[cell_id] = f"{array_id}_{index}"
-        self._submitted_at = time.monotonic()
+                task = f"{array_id}_{index}"
+                self._task_of[cell_id] = task
+                self._submitted_at[cell_id] = time.monotonic()
+                (by_id[cell_id].path / TASK_FILE).write_text(task + "\n")
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _queue(self, array_ids: list[str]) -> dict[str, tuple[str, str]] | None:
+        """task -> (state, reason) of what is still queued, in one squeue call; None if squeue failed."""
+        if not array_ids:
+            return {}
+        proc = self._run(["squeue", "--noheader", "--array", "--jobs", ",".join(array_ids), "--format", "%i|%T|%r"])
+        if proc.returncode != 0 and FORGOTTEN not in proc.stderr:
+            self._error = (proc.stderr or proc.stdout).strip()[-300:] or f"exit {proc.returncode}"
+            return None
+        queued = {}
+        for line in proc.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 3:
+                queued[parts[0]] = (parts[1], parts[2])
+        return queued
+
+    def _accounting(self, array_ids: list[str]) -> dict[str, dict[str, str]] | None:
+        """task -> sacct's record (State, ExitCode, Elapsed, Reason) in one call; None where accounting does
+        not answer (no slurmdbd: asked once, then squeue + scontrol only)."""
+        if self._sacct is False or not array_ids:
+            return None
+        proc = self._run(["sacct", "--parsable2", "--noheader", "--jobs", ",".join(array_ids),
+                          "--format", "JobID,State,ExitCode,Elapsed,Reason"])
+        if proc.returncode != 0:
+            if self._sacct is None:
+                self._sacct = False  # e.g. "Slurm accounting storage is disabled"
+            return None
+        self._sacct = True
+        records = {}
+        for line in proc.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 5 and "." not in parts[0]:  # the job, not its steps (1234_0.batch)
+                records[parts[0]] = {"JobState": parts[1].split()[0], "ExitCode": parts[2], "RunTime": parts[3], "Reason": parts[4]}
+        return records
+
+    def _forget(self, tasks: list[str]) -> None:
+        """The final record of tasks that left the queue: one sacct call, or one scontrol call per array."""
+        arrays = sorted({task.split("_")[0] for task in tasks})
+        records = self._accounting(arrays)
+        if records is None:
+            records = {}
+            for array_id in arrays:
+                proc = self._run(["scontrol", "show", "job", "-o", array_id])  # every task of the array, one line each
+                for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+                    fields = job_fields(line)
+                    task = f"{fields.get('ArrayJobId', fields.get('JobId'))}_{fields.get('ArrayTaskId', '')}"
+                    records[task] = fields
+        for task in tasks:
+            self._final[task] = records.get(task, {})  # {}: Slurm forgot it (MinJobAge); result.json says what happened
 
     def poll(self) -> dict[int, str]:
         if time.monotonic() - self._last_poll < self.poll_s:
             return dict(self._states)
         self._last_poll = time.monotonic()
-        queued: dict[str, tuple[str, str]] = {}
-        if self._array_ids:
-            proc = self._run(["squeue", "--noheader", "--array", "--jobs", ",".join(self._array_ids), "--format", "%i|%T|%r"])
-            for line in proc.stdout.splitlines():
-                parts = line.strip().split("|")
-                if len(parts) == 3:
-                    queued[parts[0]] = (parts[1], parts[2])
-        pending_too_long = time.monotonic() - self._submitted_at > self.timeouts.pending
-        for cell_id in self._no_match:
+        for cell_id in self._ended:
             self._states[cell_id] = DONE
-        for cell_id, task in self._task_of.items():
+        live = {cell_id: task for cell_id, task in self._task_of.items() if self._states.get(cell_id) != DONE}
+        if not live:
+            return dict(self._states)
+        queued = self._queue(sorted({task.split("_")[0] for task in live.values()}))
+        if queued is None:
+            self._scheduler_silent(live)
+            return dict(self._states)
+        self._failing_since = None
+        left = []
+        for cell_id, task in live.items():
             state, reason = queued.get(task, ("", ""))
-            if state == "PENDING" and pending_too_long and cell_id not in self._no_match:
-                self._run(["scancel", task])
-                self._no_match[cell_id] = f"pending for more than {self.timeouts.pending:.0f} s (squeue reason: {reason})"
-            self._states[cell_id] = DONE if cell_id in self._no_match or state not in ACTIVE else ACTIVE[state]
+            if state == "PENDING":
+                self._judge_pending(cell_id, task, reason)
+            if cell_id in self._ended:
+                self._states[cell_id] = DONE
+            elif state in ACTIVE:
+                self._states[cell_id] = ACTIVE[state]
+            else:
+                left.append(cell_id)
+        if left:
+            self._forget([self._task_of[cell_id] for cell_id in left])
+            for cell_id in left:
+                self._states[cell_id] = DONE
         return dict(self._states)
 
+    def _judge_pending(self, cell_id: int, task: str, reason: str) -> None:
+        """A pending task: cancelled as NO_MATCH when only an administrator can unblock it, as UNTESTED
+        when it waited for the queue longer than the plan allows; else it waits on."""
+        code = reason.split(",")[0].strip().strip("()")
+        blocked = code in BLOCKED or code.startswith(BLOCKED_PREFIXES)
+        if code == "ReqNodeNotAvail":
+            blocked = self._nodes_down(reason)
+        waited = time.monotonic() - self._submitted_at.get(cell_id, time.monotonic())
+        if blocked:
+            nodes = self._node_states()
+            self._ended[cell_id] = Observation(facts={}, no_match=f"cancelled while pending: squeue reason {reason}"
+                                               + (f"; nodes: {nodes}" if nodes else ""))
+        elif waited > self.timeouts.pending:
+            self._ended[cell_id] = Observation(facts={}, untested=(
+                "scheduler", f"still queued after {waited:.0f} s (squeue reason: {reason}); the plan's pending timeout is "
+                             f"{self.timeouts.pending:.0f} s"))
+        else:
+            return
+        self._run(["scancel", task])
+
+    def _node_states(self) -> str:
+        proc = self._run(["sinfo", "--noheader", "--Node", "--format", "%N %T %E"])
+        lines = sorted({" ".join(line.split()) for line in proc.stdout.splitlines()}) if proc.returncode == 0 else []
+        return "; ".join(lines)[:400]
+
+    def _nodes_down(self, reason: str) -> bool:
+        """ReqNodeNotAvail blocks for good only when the nodes it names are down, drained or not responding."""
+        names = reason.partition("UnavailableNodes:")[2].strip().strip(")")
+        if not names:
+            return False
+        proc = self._run(["sinfo", "--noheader", "--Node", "--nodes", names, "--format", "%T"])
+        return any(state.strip("*~#!%$@^-").upper().startswith(("DOWN", "DRAIN", "FAIL", "MAINT", "NOT_RESPONDING"))
+                   for state in proc.stdout.split())
+
+    def _scheduler_silent(self, live: dict[int, str]) -> None:
+        """squeue failed: keep the last known states; past the pending timeout, the cells become UNTESTED
+        (their jobs may still run: they are cancelled, where scancel answers)."""
+        now = time.monotonic()
+        self._failing_since = self._failing_since or now
+        if now - self._failing_since <= self.timeouts.pending:
+            return
+        for cell_id, task in live.items():
+            self._ended[cell_id] = Observation(facts={}, untested=(
+                "scheduler", f"squeue failed for {now - self._failing_since:.0f} s: {self._error}"))
+            self._states[cell_id] = DONE
+        self._run(["scancel", *sorted({task.split("_")[0] for task in live.values()})])
+
     def collect(self, job: JobDir) -> Observation:
-        if job.id in self._no_match:
-            return Observation(facts={}, no_match=self._no_match[job.id])
+        if job.id in self._ended:
+            return self._ended[job.id]
         task = self._task_of.get(job.id, "")
-        fields = job_fields(self._run(["scontrol", "show", "job", "-o", task]).stdout) if task else {}
+        fields = self._final.get(task, {})
         state = fields.get("JobState", "")
         returncode, sig = exit_status(fields.get("ExitCode", ""))
         try:
@@ -210,6 +378,8 @@ class SlurmExecutor:
         except (OSError, ValueError):
             facts = {}
         install_failed = (job.path / "install.failed").exists()
+        if not fields and not facts and not install_failed:
+            return Observation(facts={}, untested=("scheduler", f"Slurm no longer knows job {task} and it left no result"))
         timed_out = None
         if state == "TIMEOUT":
             timed_out = facts.get("current_stage", "import") if facts else ("install" if not (job.env_dir / READY_MARKER).exists() else "import")
@@ -225,8 +395,9 @@ class SlurmExecutor:
                            duration_s=_seconds(fields.get("RunTime", "0")))
 
     def cancel(self, jobs: list[JobDir]) -> None:
-        if self._array_ids:
-            subprocess.run(["scancel", *self._array_ids], capture_output=True, timeout=60)
+        arrays = sorted({self._task_of[job.id].split("_")[0] for job in jobs if job.id in self._task_of})
+        if arrays:
+            subprocess.run(["scancel", *arrays], capture_output=True, timeout=60)
 
 
 
@@ -235,11 +406,18 @@ ENDED_BY_SLURM = {"NODE_FAIL": "scheduler", "BOOT_FAIL": "scheduler", "PREEMPTED
                   "REVOKED": "scheduler", "CANCELLED": "interrupted"}
 
 
+def _finished(result: Path) -> bool:
+    try:
+        return bool(json.loads(result.read_text()).get("finished"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _seconds(run_time: str) -> float:
     """Slurm's [D-]HH:MM:SS -> seconds."""
     days, _, clock = run_time.rpartition("-")
     total = 0
     for part in clock.split(":"):
-        total = total * 60 + int(part or 0)
+        total = total * 60 + (int(part) if part.isdigit() else 0)
     return total + int(days or 0) * 86400
 
