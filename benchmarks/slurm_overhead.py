@@ -59,9 +59,10 @@ def main() -> None:
         cells = rows["valid"] + rows["invalid"]
         job_seconds = sum(r["duration_s"] or 0 for r in cells)
         # the same arrays, by hand: sbatch, then squeue until the queue is empty
-        arrays = sorted(next((work / "data" / "gpucompat" / "runs").glob("sweep-2")).glob("array-*.sh"))
+        arrays = sorted((work / "db-runs" / "sweep-2").glob("array-*.sh"))  # job directories live beside the database
         began = time.perf_counter()
-        ids = [subprocess.run(["sbatch", "--parsable", str(a)], env=env, capture_output=True, text=True, check=True).stdout.strip() for a in arrays]
+        ids = [subprocess.run(["sbatch", "--parsable", a.name], cwd=a.parent, env=env, capture_output=True, text=True, check=True).stdout.strip()
+               for a in arrays]
         while subprocess.run(["squeue", "--noheader", "--jobs", ",".join(ids)], env=env, capture_output=True, text=True).stdout.strip():
             time.sleep(0.2)
         bare = time.perf_counter() - began

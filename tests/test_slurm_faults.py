@@ -201,3 +201,25 @@ def test_gpucompat_killed_mid_sweep_resumes_without_submitting_a_cell_twice(clus
     assert runs.read_text().count("run") == 1
     data = json.loads(run_cli("results", "--json", check=0).stdout)
     assert data["counts"]["invalid"] == 1 and data["invalid"][0]["code"] == "IMPORT_FAILED"
+
+
+SACCT_ANSWER = """4242_0|COMPLETED|0:0|00:00:07|None
+4242_0.batch|COMPLETED|0:0|00:00:07|
+4242_1|TIMEOUT|0:15|00:05:00|TimeLimit
+4242_2|CANCELLED by 0|0:0|00:00:00|None
+"""
+
+
+def test_sacct_records_are_read_as_parsable2_prints_them(tmp_path, monkeypatch):
+    """Where accounting answers (no slurmdbd here: a recorded answer, printed by a stand-in sacct)."""
+    from gpucompat.executors.base import JobSettings
+    from gpucompat.executors.slurm import SlurmExecutor, exit_status
+    from gpucompat.model import Timeouts
+
+    (tmp_path / "sacct").write_text(f"#!/bin/sh\ncat <<'EOF'\n{SACCT_ANSWER}EOF\n")
+    (tmp_path / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    records = SlurmExecutor(JobSettings(Timeouts()))._accounting(["4242"])
+    assert set(records) == {"4242_0", "4242_1", "4242_2"}  # the job steps (.batch) are not tasks
+    assert records["4242_1"]["JobState"] == "TIMEOUT" and exit_status(records["4242_1"]["ExitCode"]) == (-15, 15)
+    assert records["4242_2"]["JobState"] == "CANCELLED" and records["4242_0"]["RunTime"] == "00:00:07"
