@@ -90,7 +90,7 @@ cuda_driver = "11.6"
 framework = "cuda-runtime"
 versions = ["11.8", "12.4"]
 """)
-    run_cli("sweep", str(plan), check=0)
+    run_cli("sweep", str(plan), check=2)  # no schedd here: one sentence, exit 2; the predictions are stored before the submit
     store = Store()
     predicted = {c.stack.version: store.predictions_of(store.latest_sweep_id())[c.id] for c in store.cells_of(store.latest_sweep_id())}
     assert predicted["11.8"]["verdict"] == "pass"  # same major, minor-version compatibility from 510.39.01 >= 450.80.02
