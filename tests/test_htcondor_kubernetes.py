@@ -16,7 +16,7 @@ htcondor2 = pytest.importorskip("htcondor2", reason="the HTCondor bindings are p
 
 from gpucompat.discover.htcondor import parse_long  # noqa: E402
 from gpucompat.discover.kubernetes import classes_from_nodes  # noqa: E402
-from gpucompat.executors.htcondor import node_outcome  # noqa: E402
+from gpucompat.executors.htcondor import job_history  # noqa: E402
 from gpucompat.executors.kubernetes import BEGIN, END, result_from_log  # noqa: E402
 from gpucompat.resolve import uv_bin  # noqa: E402
 
@@ -112,9 +112,9 @@ def test_htcondor_dag_and_submit_files_parse_with_the_bindings(isolated):
     assert dag.count("JOB cell") == 2 and dag.count("SCRIPT POST") == 2
     for sub in sorted(out.glob("cell*.sub")):
         submit = htcondor2.Submit(sub.read_text())
-        assert submit["request_gpus"] == "1" and submit["gpus_minimum_runtime"] == "12.4"
+        assert submit["request_gpus"] == "1" and submit["gpus_minimum_runtime"] == "12.0"  # minor-version compatibility
         assert submit["gpus_minimum_capability"] in ("8.0", "6.1")
-        assert submit["periodic_remove"] == "(JobStatus == 1) && (time() - QDate) > 21600"
+        assert submit["periodic_remove"].startswith("((JobStatus == 1) && (time() - QDate) > 21600) || ((JobStatus == 5) && ")
         assert submit["require_gpus"] in ("Capability == 8.0", "Capability == 6.1")  # declared classes: by capability
         cell = Path(submit["initialdir"])
         assert {"run.sh", "probe.py", "install.sh", "post.sh"} <= {p.name for p in cell.iterdir()}
@@ -122,11 +122,13 @@ def test_htcondor_dag_and_submit_files_parse_with_the_bindings(isolated):
 
 def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
     plan = write(isolated / "plan.toml", PLAN.format(executor="local", extra=""))
-    proc = run_cli("sweep", str(plan), "--executor", "htcondor", check=0)  # the override holds on --resume too
-    assert "condor_submit_dag sweep.dag" in proc.stderr  # no schedd here: the exact command to run by hand
+    proc = run_cli("sweep", str(plan), "--executor", "htcondor", check=2)  # the override holds on --resume too
+    assert "condor_submit_dag sweep.dag" in proc.stderr  # no schedd here: one sentence with the exact command to run by hand
     listed = json.loads(run_cli("results", "--list", "--json", check=0).stdout)
-    assert listed[-1]["status"] == "submitted" and listed[-1]["done"] == 0
+    assert listed[-1]["status"] != "submitted" and listed[-1]["done"] == 0
     cells = sorted((isolated / "gpucompat-runs").glob("sweep-*/cell-*"))
+    # the user runs condor_submit_dag by hand on these files: it writes sweep.dag.condor.sub as the bindings' from_dag does
+    htcondor2.Submit.from_dag(str(cells[0].parent / "sweep.dag"), {"DagmanPath": "/bin/true"})
     # play the execute node and DAGMan for the first cell: its job script, then its POST script
     first = cells[0]
     node_path = f"{Path(uv_bin()).parent}:{os.environ['PATH']}"  # an execute node with uv on its PATH
@@ -137,9 +139,9 @@ def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
         "000 (123.000.000) 2026-11-21 06:00:00 Job submitted from host: <10.0.0.1:9618>\n...\n"
         "009 (123.000.000) 2026-11-21 12:00:01 Job was aborted.\n"
         "\tThe job attribute PeriodicRemove expression '(JobStatus == 1) && (time() - QDate) > 21600' evaluated to TRUE\n...\n")
-    subprocess.run([str(cells[1] / "post.sh"), "-1"], check=True)
+    subprocess.run([str(cells[1] / "post.sh"), "-1002"], check=True)  # DAGMan's $RETURN for a removed job
     sweep_id = listed[-1]["id"]
-    run_cli("sweep", "--resume", str(sweep_id), check=0)
+    run_cli("sweep", "--resume", str(sweep_id), check=0)  # adopts the DAG submitted by hand: collects, rewrites nothing
     data = json.loads(run_cli("results", "--json", "--cells", check=0).stdout)
     codes = {r["gpu"]: (r["code"], r["stage"]) for r in data["invalid"]}
     assert codes["NVIDIA A100-SXM4-80GB"] == ("NO_DEVICE", "device")  # installed and probed by the node's own script
@@ -147,9 +149,11 @@ def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
     assert json.loads(run_cli("results", "--list", "--json", check=0).stdout)[-1]["status"] == "done"
 
 
-def test_node_outcome_reads_the_job_log():
-    assert node_outcome("001 (1.0.0) Job executing on host: <x>\n009 (1.0.0) Job was aborted.\n") is None
-    assert "PeriodicRemove" in node_outcome("009 (1.0.0) Job was aborted.\n\tThe job attribute PeriodicRemove expression 'x' evaluated to TRUE\n")
+def test_job_history_reads_the_job_log(tmp_path):
+    log = write(tmp_path / "job.log", "001 (1.000.000) 2026-11-21 06:02:10 Job executing on host: <10.0.0.7:9618>\n...\n"
+                "009 (1.000.000) 2026-11-21 06:07:30 Job was aborted.\n\tThe job attribute PeriodicRemove expression 'x' evaluated to TRUE\n...\n")
+    history = job_history(log)
+    assert history.executed and history.terminated is None and "PeriodicRemove" in history.aborted
 
 
 def test_kubernetes_manifests_validate_against_the_schemas(isolated):
@@ -163,8 +167,11 @@ def test_kubernetes_manifests_validate_against_the_schemas(isolated):
         validate.validate(manifest, "1.30", strict=True)
     job = manifests[0]
     pod = job["spec"]["template"]["spec"]
-    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 3000
-    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    # the pod's deadline counts from the kubelet (image pull + install + cell); the Job's also allows the 6 h pending wait
+    assert job["spec"]["backoffLimit"] == 0 and pod["activeDeadlineSeconds"] == 21600 + 1200 + 1800
+    assert job["spec"]["activeDeadlineSeconds"] == pod["activeDeadlineSeconds"] + 21600 + 60
+    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}  # a quantity: the client's models want a string
+    assert pod["nodeSelector"]["nvidia.com/gpu.compute.major"] in ("8", "6")  # declared classes select their nodes
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu" and pod["restartPolicy"] == "Never"
     bad = write(isolated / "bad.toml", PLAN.format(executor="kubernetes", extra=""))
     refused = run_cli("sweep", str(bad), "--dry-run", "--out", str(isolated / "x"))

@@ -62,6 +62,7 @@ UNTESTED_CAUSES = {
     "python-download": "the Python this stack needs is not on the node and could not be downloaded",
     "disk": "the disk filled up or a quota was reached",
     "scheduler": "the scheduler lost or refused the job (node failure, preemption)",
+    "image": "the container image could not be pulled, or lacks what the job needs",
     "interrupted": "the job was stopped from outside before it finished",
     "resolver": "uv failed without saying the stack is impossible",
 }
