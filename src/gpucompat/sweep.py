@@ -115,26 +115,6 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
                               lambda r, target: prediction_for(Cell(0, r.stack, target, r)).to_dict())
 
 
-def never_built(stack) -> str | None:
-    """The knowledge's sentence when this stack's variant was never built for its version, else None
-    (also None where the tables do not know the version: that is for the resolver to find out)."""
-    if stack.env != "uv":
-        return None
-    if stack.framework == "jax" and stack.variant != "cpu":
-        rows = [r for r in tables.table("jax_builds") if r["variant"] == stack.variant]
-        newest = tables.newest_release("jax")
-        known = newest is None or tables.version(tables.minor_series(stack.version)) <= tables.version(newest["newest"])
-        oldest = min((tables.version(r["from_version"]) for r in rows), default=None)
-        if known and (oldest is None or tables.version(stack.version) < oldest):
-            return f"jax[{stack.variant}] was first published with jax {oldest}" if oldest else f"the knowledge holds no jax[{stack.variant}] release"
-        return None
-    if stack.framework in ("torch", "cupy"):
-        # whether a variant exists does not depend on the GPU: any compute capability asks the same rule
-        reasons = rules.predict(stack.framework, stack.version, stack.variant, "8.0", None).reasons
-        return next((r.text for r in reasons if r.rule == "variant exists" and r.verdict == "fail"), None)
-    return None
-
-
 def check_variants(stacks: list) -> None:
     """A variant the knowledge says was never built for any of the plan's versions is a typo in the
     plan, not a finding: one sentence before anything is resolved or stored."""
@@ -142,7 +122,7 @@ def check_variants(stacks: list) -> None:
     for stack in stacks:
         by_variant.setdefault((stack.framework, stack.variant), []).append(stack)
     for (framework, variant), mine in by_variant.items():
-        why = [never_built(stack) for stack in mine]
+        why = [rules.never_built(stack.framework, stack.version, stack.variant) if stack.env == "uv" else None for stack in mine]
         if all(why):
             versions = ", ".join(sorted({stack.version for stack in mine}))
             raise UserError(f"{framework} variant {variant!r} was never built for {versions}: {why[0]}; choose a variant that was built.")

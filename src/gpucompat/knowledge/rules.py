@@ -300,6 +300,24 @@ def predict(framework: str, release: str, variant: str, cc: str | None, driver: 
     return combine(reasons, resolved)
 
 
+def never_built(framework: str, version: str, variant: str) -> str | None:
+    """The knowledge's sentence when this variant was never built for this version, else None
+    (also None where the tables do not know the version: that is for the resolver to find out)."""
+    if framework == "jax" and variant != "cpu":
+        rows = [r for r in tables.table("jax_builds") if r["variant"] == variant]
+        newest = tables.newest_release("jax")
+        known = newest is None or tables.version(tables.minor_series(version)) <= tables.version(newest["newest"])
+        oldest = min((tables.version(r["from_version"]) for r in rows), default=None)
+        if known and (oldest is None or tables.version(version) < oldest):
+            return f"jax[{variant}] was first published with jax {oldest}" if oldest else f"the knowledge holds no jax[{variant}] release"
+        return None
+    if framework in ("torch", "cupy"):
+        # whether a variant exists does not depend on the GPU: any compute capability asks the same rule
+        reasons = predict(framework, version, variant, "8.0", None).reasons
+        return next((r.text for r in reasons if r.rule == "variant exists" and r.verdict == FAIL), None)
+    return None
+
+
 def suggest_fix(framework: str, release: str, cc: str, driver: str | None, prediction: Prediction) -> str | None:
     """One line: what to install instead (or what to change) when a stack is predicted to fail."""
     if prediction.verdict != FAIL:
