@@ -59,11 +59,14 @@ def main() -> None:
         versions = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True).stdout.split()
         env["PYENV_VERSION"] = ":".join(v for v in versions if v.startswith(("3.11.", "3.12.")))
     try:
-        plan = work / "plan.toml"
-        plan.write_text(f'name = "two-hundred"\nexecutor = "slurm"\n{TARGETS}[timeouts]\npending = "30m"\n'
-                        '[[stacks]]\nframework = "cuda-runtime"\nversions = "latest:40"\npython = ["3.11", "3.12"]\n')
-        first = gpucompat("sweep", str(plan), env=env)  # builds the environments
+        stacks = '[[stacks]]\nframework = "cuda-runtime"\nversions = "latest:40"\npython = ["3.11", "3.12"]\n'
+        warmup = work / "warmup.toml"  # the same 34 environments, built by a sweep on one class
+        warmup.write_text(f'name = "warm-up"\nexecutor = "slurm"\n[[targets]]\nname = "NVIDIA A100"\ngres = "a100"\n'
+                          f'[timeouts]\npending = "30m"\n{stacks}')
+        first = gpucompat("sweep", str(warmup), env=env)
         assert first.returncode == 0, first.stderr[-2000:]
+        plan = work / "plan.toml"
+        plan.write_text(f'name = "two-hundred"\nexecutor = "slurm"\n{TARGETS}[timeouts]\npending = "30m"\n{stacks}')
         env["PATH"] = f"{logging_wrappers(work / 'bin', log)}:{env['PATH']}"
         began = time.perf_counter()
         second = gpucompat("sweep", str(plan), env=env)
@@ -76,7 +79,7 @@ def main() -> None:
         polls = sorted(float(stamp) for stamp, name in lines if name in ("squeue", "sacct"))
         busiest = max(sum(1 for t in polls if start <= t < start + 1.0) for start in polls) if polls else 0
         # the same arrays, by hand: sbatch each, then one squeue per second until the queue is empty
-        arrays = sorted((work / "db-runs" / "sweep-2").glob("array-*.sh"))
+        arrays = sorted((work / "db-runs" / "sweep-2").glob("array-*.sh"))  # the measured sweep's arrays
         began = time.perf_counter()
         ids = [subprocess.run(["sbatch", "--parsable", a.name], cwd=a.parent, env=env, capture_output=True, text=True,
                               check=True).stdout.strip() for a in arrays]

@@ -21,7 +21,7 @@ this process, read from /proc/self/maps (parse_maps), each path once, in map ord
 
 ("version" is what follows ".so." in the file name, None where nothing does.)
 result["system"]["cuda_env"]: every environment variable that changes how CUDA loads
-or JIT-compiles kernels (cuda_env); result["system"]["env"] is the same dict.
+or JIT-compiles kernels (cuda_env).
 
 The compute stage climbs rungs
 ------------------------------
