@@ -107,7 +107,7 @@ env = "current"
         runtime = cells[("cuda-runtime", gpu)]
         assert (runtime["code"], runtime["stage"]) == ("NO_DEVICE", "device")  # installed and probed inside the job
         hung = cells[("torch", gpu)]
-        assert (hung["code"], hung["stage"]) == ("TIMEOUT", "import")  # killed by its own 3 s stage timeout
+        assert (hung["code"], hung["stage"]) == ("TIMEOUT", "import"), hung["reason"]  # killed by its own 3 s stage timeout
     workdir = next((isolated / "gpucompat-runs").glob("sweep-*"))
     scripts = sorted(p.read_text() for p in workdir.glob("array-*.sh"))
     assert any("#SBATCH --gres=gpu:a100:1" in s and "#SBATCH --constraint=fakegpu&hbm" in s for s in scripts)

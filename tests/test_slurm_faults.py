@@ -207,6 +207,7 @@ SACCT_ANSWER = """4242_0|COMPLETED|0:0|00:00:07|None
 4242_0.batch|COMPLETED|0:0|00:00:07|
 4242_1|TIMEOUT|0:15|00:05:00|TimeLimit
 4242_2|CANCELLED by 0|0:0|00:00:00|None
+4242_[3-5,8%2]|PENDING|0:0|00:00:00|Resources
 """
 
 
@@ -219,7 +220,13 @@ def test_sacct_records_are_read_as_parsable2_prints_them(tmp_path, monkeypatch):
     (tmp_path / "sacct").write_text(f"#!/bin/sh\ncat <<'EOF'\n{SACCT_ANSWER}EOF\n")
     (tmp_path / "sacct").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    records = SlurmExecutor(JobSettings(Timeouts()))._accounting(["4242"])
-    assert set(records) == {"4242_0", "4242_1", "4242_2"}  # the job steps (.batch) are not tasks
+    executor = SlurmExecutor(JobSettings(Timeouts()))
+    records = executor._accounting(["4242"])
+    # the job steps (.batch) are not tasks; tasks not started yet come as one line, expanded
+    assert set(records) == {"4242_0", "4242_1", "4242_2", "4242_3", "4242_4", "4242_5", "4242_8"}
     assert records["4242_1"]["JobState"] == "TIMEOUT" and exit_status(records["4242_1"]["ExitCode"]) == (-15, 15)
     assert records["4242_2"]["JobState"] == "CANCELLED" and records["4242_0"]["RunTime"] == "00:00:07"
+    executor._sacct = True  # accounting answers: sacct alone is the poll's one call, and keeps the final records
+    states, missing_ended = executor._state_now(["4242"])
+    assert states["4242_4"] == ("PENDING", "Resources") and missing_ended is False  # a task sacct has not recorded yet is not over
+    assert executor._final["4242_1"]["JobState"] == "TIMEOUT"

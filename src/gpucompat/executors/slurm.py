@@ -231,6 +231,8 @@ class SlurmExecutor:
                     self._ended[cell_id] = Observation(facts={}, untested=("scheduler", f"sbatch refused the job: {proc.stderr.strip()[-400:]}"))
                 continue
             array_id = proc.stdout.strip().split(";")[0]
+            if self._sacct is None:  # does accounting answer? asked once, before polling: then it is the one state call
+                self._sacct = self._run(["sacct", "--parsable2", "--noheader", "--jobs", array_id, "--format", "JobID"]).returncode == 0
             for index, cell_id in enumerate(members):
                 task = f"{array_id}_{index}"
                 self._task_of[cell_id] = task
@@ -255,38 +257,47 @@ class SlurmExecutor:
         return queued
 
     def _accounting(self, array_ids: list[str]) -> dict[str, dict[str, str]] | None:
-        """task -> sacct's record (State, ExitCode, Elapsed, Reason) in one call; None where accounting does
-        not answer (no slurmdbd: asked once, then squeue + scontrol only)."""
-        if self._sacct is False or not array_ids:
-            return None
+        """task -> sacct's record (JobState, ExitCode, RunTime, Reason) of every task of these arrays, in one
+        call; None if sacct failed. Tasks not started yet come as one line, 1234_[5-9], and are expanded."""
         proc = self._run(["sacct", "--parsable2", "--noheader", "--jobs", ",".join(array_ids),
                           "--format", "JobID,State,ExitCode,Elapsed,Reason"])
         if proc.returncode != 0:
-            if self._sacct is None:
-                self._sacct = False  # e.g. "Slurm accounting storage is disabled"
             return None
-        self._sacct = True
         records = {}
         for line in proc.stdout.splitlines():
             parts = line.split("|")
-            if len(parts) == 5 and "." not in parts[0]:  # the job, not its steps (1234_0.batch)
-                records[parts[0]] = {"JobState": parts[1].split()[0], "ExitCode": parts[2], "RunTime": parts[3], "Reason": parts[4]}
+            if len(parts) != 5 or "." in parts[0]:  # the job, not its steps (1234_0.batch)
+                continue
+            record = {"JobState": parts[1].split()[0], "ExitCode": parts[2], "RunTime": parts[3], "Reason": parts[4]}
+            for task in _tasks(parts[0]):
+                records[task] = record
         return records
 
+    def _state_now(self, array_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool] | None:
+        """(task -> (state, reason), whether tasks missing from it have ended), in one call: sacct where
+        accounting answers (it also keeps each task's final record), else squeue (which lists only what
+        is still queued). None if the call failed."""
+        if self._sacct:
+            records = self._accounting(array_ids)
+            if records is not None:
+                self._final.update(records)
+                return {task: (r["JobState"], r["Reason"]) for task, r in records.items()}, False  # missing: not recorded yet
+        queued = self._queue(array_ids)
+        return None if queued is None else (queued, True)
+
     def _forget(self, tasks: list[str]) -> None:
-        """The final record of tasks that left the queue: one sacct call, or one scontrol call per array."""
-        arrays = sorted({task.split("_")[0] for task in tasks})
-        records = self._accounting(arrays)
-        if records is None:
-            records = {}
-            for array_id in arrays:
-                proc = self._run(["scontrol", "show", "job", "-o", array_id])  # every task of the array, one line each
-                for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
-                    fields = job_fields(line)
-                    task = f"{fields.get('ArrayJobId', fields.get('JobId'))}_{fields.get('ArrayTaskId', '')}"
-                    records[task] = fields
+        """The final record of tasks that left squeue's list: one scontrol call per array. (Where accounting
+        answers, sacct's records are kept as they are polled and this is not needed.)"""
+        wanted = set(tasks)
+        for array_id in sorted({task.split("_")[0] for task in tasks}):
+            proc = self._run(["scontrol", "show", "job", "-o", array_id])  # every task of the array, one line each
+            for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+                fields = job_fields(line)
+                task = f"{fields.get('ArrayJobId', fields.get('JobId'))}_{fields.get('ArrayTaskId', '')}"
+                if task in wanted:  # the others are still running: their record is not final
+                    self._final[task] = fields
         for task in tasks:
-            self._final[task] = records.get(task, {})  # {}: Slurm forgot it (MinJobAge); result.json says what happened
+            self._final.setdefault(task, {})  # {}: Slurm forgot it (MinJobAge); result.json says what happened
 
     def poll(self) -> dict[int, str]:
         if time.monotonic() - self._last_poll < self.poll_s:
@@ -297,24 +308,26 @@ class SlurmExecutor:
         live = {cell_id: task for cell_id, task in self._task_of.items() if self._states.get(cell_id) != DONE}
         if not live:
             return dict(self._states)
-        queued = self._queue(sorted({task.split("_")[0] for task in live.values()}))
-        if queued is None:
+        answer = self._state_now(sorted({task.split("_")[0] for task in live.values()}))
+        if answer is None:
             self._scheduler_silent(live)
             return dict(self._states)
         self._failing_since = None
+        states, missing_ended = answer
         left = []
         for cell_id, task in live.items():
-            state, reason = queued.get(task, ("", ""))
+            state, reason = states.get(task, ("", ""))
             if state == "PENDING":
                 self._judge_pending(cell_id, task, reason)
             if cell_id in self._ended:
                 self._states[cell_id] = DONE
-            elif state in ACTIVE:
-                self._states[cell_id] = ACTIVE[state]
+            elif state in ACTIVE or (not state and not missing_ended):
+                self._states[cell_id] = ACTIVE.get(state, self._states.get(cell_id, WAITING))
             else:
                 left.append(cell_id)
         if left:
-            self._forget([self._task_of[cell_id] for cell_id in left])
+            if not self._sacct:
+                self._forget([self._task_of[cell_id] for cell_id in left])
             for cell_id in left:
                 self._states[cell_id] = DONE
         return dict(self._states)
@@ -404,6 +417,19 @@ class SlurmExecutor:
 # Job states in which Slurm, not the probe, ended the job (squeue(1) JOB STATE CODES): no verdict.
 ENDED_BY_SLURM = {"NODE_FAIL": "scheduler", "BOOT_FAIL": "scheduler", "PREEMPTED": "scheduler", "DEADLINE": "scheduler",
                   "REVOKED": "scheduler", "CANCELLED": "interrupted"}
+
+
+def _tasks(job_id: str) -> list[str]:
+    """sacct's JobID -> the array tasks it stands for: 1234_5 -> [1234_5]; 1234_[0-2,7%4] -> 1234_0..2, 1234_7."""
+    array, _, rest = job_id.partition("_")
+    if not rest.startswith("["):
+        return [job_id]
+    tasks = []
+    for part in rest.strip("[]").split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            tasks += [f"{array}_{i}" for i in range(int(low), int(high or low) + 1)]
+    return tasks
 
 
 def _finished(result: Path) -> bool:
