@@ -104,7 +104,7 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         for table in results_tables(verdicts.surprises, verdicts.valid, verdicts.invalid, per_cell, wide):
             out.print(table, crop=False)  # each fits the width; with --wide it may be wider, and is not cut
         if verdicts.untested:
-            out.print(untested_table(verdicts.untested, wide))
+            out.print(untested_table(verdicts.untested, wide), crop=False)
         waiting = len(verdicts.untested) + len(verdicts.pending)
         parts = [f"{len(verdicts.surprises)} surprises", f"{len(verdicts.valid)} valid", f"{len(verdicts.invalid)} invalid"]
         parts += [f"{len(verdicts.untested)} could not be tested"] if verdicts.untested else []
