@@ -586,19 +586,25 @@ class KubernetesExecutor:
             raise UserError(f"the Kubernetes API refused the ConfigMap {manifest['metadata']['name']} in namespace "
                             f"{self.namespace}: {_api_error(exc)}") from None
 
-    def _start(self, cell_id: int, manifest: dict) -> None:
-        """Create the cell's Job; one of that name already there (409 Conflict) is adopted if its result
-        was never read, and replaced if it was (a cell `--resume` retries)."""
-        name = manifest["metadata"]["name"]
+    def _create(self, cell_id: int, manifest: dict) -> bool:
+        """Create the cell's Job: True if it was created or refused (the refusal recorded), False if one
+        of that name is already there (409 Conflict)."""
         try:
             self.batch.create_namespaced_job(self.namespace, manifest, _request_timeout=API_TIMEOUT)
         except ApiException as exc:
-            if exc.status != 409:
-                self._refused(cell_id, exc)
-                return
-        else:
-            self._names[cell_id] = name
+            if exc.status == 409:
+                return False
+            self._refused(cell_id, exc)
+            return True
+        self._names[cell_id] = manifest["metadata"]["name"]
+        return True
+
+    def _start(self, cell_id: int, manifest: dict) -> None:
+        """Create the cell's Job; one of that name already there is adopted if its result was never
+        read, and replaced if it was (a cell `--resume` retries)."""
+        if self._create(cell_id, manifest):
             return
+        name = manifest["metadata"]["name"]
         try:
             existing = self.batch.read_namespaced_job(name, self.namespace, _request_timeout=API_TIMEOUT)
         except ApiException as exc:
@@ -617,14 +623,7 @@ class KubernetesExecutor:
             return
         if existing.metadata.deletion_timestamp is None:
             self._delete(name)  # in the background: the Job object goes at once, its pod after it
-            try:
-                self.batch.create_namespaced_job(self.namespace, manifest, _request_timeout=API_TIMEOUT)
-            except ApiException as exc:
-                if exc.status != 409:
-                    self._refused(cell_id, exc)
-                    return
-            else:
-                self._names[cell_id] = name
+            if self._create(cell_id, manifest):
                 return
         self._to_create[cell_id] = manifest  # still going: created again once it is gone (a later poll)
 
