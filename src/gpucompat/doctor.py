@@ -109,7 +109,7 @@ def loading_findings(env: dict) -> list[dict]:
 
 def loading_warnings(env: dict) -> list[str]:
     """One line per variable in `env` that changes how CUDA loads kernels or which GPUs it sees,
-    each with why and its source (for analysis and reports as well as doctor)."""
+    each with why and its source: the findings as text."""
     return [f"{f['variable']}={f['value'][:200]!r}: {f['text']} (source: {f['source']})" for f in loading_findings(env)]
 
 
