@@ -1,0 +1,163 @@
+"""GPU name -> compute capability, for any name an NVIDIA driver reports.
+
+Two tables, in this order:
+
+1. data/gpus.csv: curated rows, each sourced to NVIDIA's compute-capability pages (or a
+   copy). A reported name matches the longest row whose words begin it, ignoring
+   NVIDIA/Tesla/GeForce ('NVIDIA A100-SXM4-40GB' -> 'NVIDIA A100').
+2. data/pci_gpus.csv: every NVIDIA display device named in the PCI ID database, resolved
+   to a CC through its chip (tools/build_gpu_names.py, tools/facts/gpu_chips.csv). Loaded
+   only when the curated table misses, and indexed once by a normalised key, so a lookup
+   is a few dict probes.
+
+The curated table wins whenever it matches (it is the one whose rows cite a CC directly).
+A name that matches neither returns None; the caller turns that into 'uncertain'.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from functools import cache
+from pathlib import Path
+
+DATA = Path(__file__).with_name("data")
+
+# -- curated table (the matching tables.gpu always did) ----------------------------------------
+
+_VENDOR_WORDS = {"nvidia", "tesla", "geforce"}
+_SPLIT = re.compile(r"[\s\-_]+")
+
+
+def _tokens(name: str) -> list[str]:
+    words = _SPLIT.split(name.lower().strip())
+    return [w for w in words if w and w not in _VENDOR_WORDS]
+
+
+def _same_word(reported: str, known: str) -> bool:
+    # Kepler Tesla boards report a cooling suffix: 'Tesla K40m', 'Tesla K20c'. Only for K-series
+    # model words: 'GeForce GTX 960M' is a laptop GM107 (5.0), not a GTX 960 (GM206, 5.2).
+    return reported == known or (reported[:-1] == known and reported[-1] in "mc" and known[:1] == "k"
+                                 and known[-1].isdigit())
+
+
+_QUALIFIER = re.compile(r"\s*\([^)]*\)")
+
+
+@cache
+def _curated() -> tuple[tuple[dict, tuple[str, ...]], ...]:
+    # A row name's parenthesised qualifier is not part of what drivers report: 'GeForce GTX TITAN X
+    # (Maxwell)' must match 'GeForce GTX TITAN X' (else 'GeForce GTX TITAN', Kepler, would).
+    with (DATA / "gpus.csv").open(newline="", encoding="utf-8") as handle:
+        return tuple((row, tuple(_tokens(_QUALIFIER.sub("", row["name"])))) for row in csv.DictReader(handle))
+
+
+def curated(name: str) -> dict | None:
+    """The gpus.csv row for a reported name: the longest row name whose words begin it."""
+    reported = _tokens(name)
+    best, best_len = None, 0
+    for row, words in _curated():
+        if words and best_len < len(words) <= len(reported) and all(_same_word(r, w) for r, w in zip(reported, words)):
+            best, best_len = row, len(words)
+    return best
+
+
+# -- PCI ID database names ---------------------------------------------------------------------
+
+_NOISE = re.compile(r"\(r\)|\(tm\)|®|™")
+_SEPARATORS = re.compile(r"[\s\-_/,]+")
+_DROP = {"nvidia", "tesla", "corporation"}
+# Phrases drivers and pci.ids spell differently, on the already split and lowered words.
+_PHRASES = ((("with", "max", "q", "design"), ("max", "q")), (("max", "q", "design"), ("max", "q")),
+            (("laptop", "gpu"), ("mobile",)), (("laptop",), ("mobile",)))
+# Words that describe a board rather than the chip: a name ending in them still names the
+# same GPU without them ('A800 SXM4 80GB' -> 'a800', 'H100 PCIe' -> 'h100').
+_BOARD_WORD = re.compile(r"[0-9]+gb?|[0-9]+g|pcie|sxm[0-9]*|nvl[0-9]*|hbm[0-9]*e?|dgxs|fhhl|oem|mobile|max|q|lhr|active|passive", re.ASCII)
+
+
+def key(name: str) -> str:
+    """A reported or pci.ids name as lowercase words: no NVIDIA/Tesla, '-' '_' '/' as spaces,
+    'Laptop GPU' as 'mobile', 'with Max-Q Design' as 'max q'."""
+    words = [w for w in _SEPARATORS.split(_NOISE.sub(" ", name.lower())) if w and w not in _DROP]
+    for old, new in _PHRASES:
+        n, i = len(old), 0
+        while i + n <= len(words):
+            if tuple(words[i:i + n]) == old:
+                words[i:i + n] = new
+            i += 1
+    return " ".join(words)
+
+
+def core(k: str) -> str:
+    """A key without its trailing board words ('a800 sxm4 80gb' -> 'a800'); never empty."""
+    words = k.split()
+    while len(words) > 1 and _BOARD_WORD.fullmatch(words[-1]):
+        words.pop()
+    return " ".join(words)
+
+
+@cache
+def _pci_index() -> tuple[dict[str, dict], dict[str, dict]]:
+    """(full key -> row, core key -> row); a core key shared by rows of different CC is left out."""
+    full: dict[str, dict] = {}
+    cores: dict[str, dict | None] = {}
+    path = DATA / "pci_gpus.csv"
+    if not path.exists():
+        return {}, {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            k = key(row["name"])
+            full.setdefault(k, row)
+            c = core(k)
+            if c in cores and (cores[c] is None or cores[c]["cc"] != row["cc"]):
+                cores[c] = None
+            else:
+                cores.setdefault(c, row)
+    return full, {c: r for c, r in cores.items() if r is not None}
+
+
+def _kepler_variants(k: str) -> list[str]:
+    # 'tesla k40m' is in pci.ids, but 'k20xm'-style names may arrive as 'k20x' or the reverse.
+    words = k.split()
+    out = []
+    for i, w in enumerate(words):
+        if re.fullmatch(r"k[0-9]+x?[mcs]", w, re.ASCII):
+            out.append(" ".join(words[:i] + [w[:-1]] + words[i + 1:]))
+    return out
+
+
+def pci(name: str) -> dict | None:
+    """The pci_gpus.csv row for a reported name, or None."""
+    full, cores = _pci_index()
+    k = key(name)
+    if not k:
+        return None
+    for candidate in (k, *_kepler_variants(k)):
+        if candidate in full:
+            return full[candidate]
+        c = core(candidate)
+        if c in full:
+            return full[c]
+        if c in cores:
+            return cores[c]
+    return None
+
+
+# -- the lookup ------------------------------------------------------------------------------
+
+def lookup(name: str) -> dict | None:
+    """{name, cc, architecture, source, confidence, matched[, chip]} for a GPU name as a driver
+    (nvidia-smi, torch, NVML, Kubernetes GPU feature discovery) reports it, or None.
+
+    `name` is the table's name for the GPU; `matched` says which table: 'gpus.csv' (curated)
+    or 'pci_gpus.csv' (pci.ids device name, CC through its chip)."""
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        return None
+    row = curated(name)
+    if row is not None:
+        return {**row, "matched": "gpus.csv"}
+    row = pci(name)
+    if row is not None:
+        return {"name": row["name"], "cc": row["cc"], "architecture": row["architecture"], "chip": row["chip"],
+                "source": row["source"], "confidence": "medium", "matched": "pci_gpus.csv"}
+    return None
