@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "knowledge" / "data"
+FACTS = Path(__file__).resolve().parent / "facts"
 COMPAT_MIN = {  # minor-version compatibility floors (CUDA Compatibility guide, table 1)
     "11": "450.80.02", "12": "525.60.13", "13": "580.65.06",
 }
@@ -92,15 +93,32 @@ def torch_builds(shared: Path) -> None:
             continue
         rows.append({"release": release, "variant": r["cuda_variant"], "cuda": r["cuda_version"], "sass": sass, "ptx": ptx,
                      "confidence": r["confidence"], "source": f"{r['source']} ({r['arch_list_evidence_type']})"})
+    old = _facts("torch_builds_old.csv")  # 1.0-1.7: arch lists from pytorch/builder history, sourced per row
     seen, unique = set(), []
-    for row in rows:  # patch releases share their minor series' build
+    for row in old + rows:  # patch releases share their minor series' build
         if (row["release"], row["variant"]) not in seen:
             seen.add((row["release"], row["variant"]))
             unique.append(row)
     write("torch_builds.csv", ["release", "variant", "cuda", "sass", "ptx", "confidence", "source"], unique)
 
 
-def torch_pypi_default() -> None:
+def _facts(name: str) -> list[dict]:
+    """A sourced fact file kept in tools/facts (facts the shared folder does not hold)."""
+    with (FACTS / name).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def torch_pypi_default(measure: bool = True) -> None:
+    """1.2-1.12 from tools/facts (PyPI's old wheels carry no nvidia-* pins to measure); 1.13+ measured
+    with uv, or, with measure=False (--skip-pypi), kept from the current file."""
+    fields = ["release", "variant", "cuda", "source"]
+    old = _facts("torch_pypi_default_old.csv")
+    known = {r["release"] for r in old}
+    if not measure:
+        with (OUT / "torch_pypi_default.csv").open(newline="", encoding="utf-8") as handle:
+            kept = [r for r in csv.DictReader(handle) if r["release"] not in known]
+        write("torch_pypi_default.csv", fields, old + kept)
+        return
     today = datetime.date.today().isoformat()
     rows = []
     for version, python in [("1.13.1", "3.10"), ("2.0.1", "3.11"), ("2.1.2", "3.11"), ("2.2.2", "3.12"), ("2.3.1", "3.12"),
@@ -119,7 +137,13 @@ def torch_pypi_default() -> None:
         cuda = f"{pin.group(1)}.{pin.group(2)}"
         rows.append({"release": ".".join(version.split(".")[:2]), "variant": f"cu{pin.group(1)}{pin.group(2)}", "cuda": cuda,
                      "source": f"uv pip compile torch=={version} --python-version {python} against PyPI, {today}: pins nvidia-cuda-runtime {cuda}"})
-    write("torch_pypi_default.csv", ["release", "variant", "cuda", "source"], rows)
+    write("torch_pypi_default.csv", fields, old + [r for r in rows if r["release"] not in known])
+
+
+def jax_builds() -> None:
+    """The whole jax table: tools/facts/jax_builds.csv (jax[cuda...] extras from 0.2.11 on, sourced per row)."""
+    rows = _facts("jax_builds.csv")
+    write("jax_builds.csv", list(rows[0].keys()), rows)
 
 
 def tensorflow_builds(shared: Path) -> None:
@@ -129,7 +153,23 @@ def tensorflow_builds(shared: Path) -> None:
         if r["platform"] != "Linux" or not found:
             continue
         rows.append({"release": found.group(1), "cuda": r["cuda"], "cudnn": r["cudnn"], "pythons": r["python_versions"], "source": r["source"]})
-    write("tensorflow_builds.csv", ["release", "cuda", "cudnn", "pythons", "source"], rows)
+    known = {r["release"] for r in rows}  # series the shared facts lack (tools/facts/tensorflow_builds_old.csv)
+    if (FACTS / "tensorflow_builds_old.csv").exists():
+        rows += [r for r in _facts("tensorflow_builds_old.csv") if r["release"] not in known]
+    archs = {r["release"]: r for r in _facts("tensorflow_archs.csv")}  # SASS/PTX of the official Linux wheels
+    for row in rows:
+        arch = archs.get(row["release"])
+        row.update(sass=arch["sass"] if arch else "", ptx=arch["ptx"] if arch else "", min_cc=arch["min_cc"] if arch else "")
+        if arch:
+            row["source"] = f"{row['source']} ; archs: {arch['source']}"
+    rows.sort(key=lambda r: [-int(p) for p in r["release"].split(".")])
+    write("tensorflow_builds.csv", ["release", "cuda", "cudnn", "pythons", "sass", "ptx", "min_cc", "source"], rows)
+
+
+def cupy_archs() -> None:
+    """CuPy wheels' precompiled SASS/PTX (tools/facts/cupy_archs.csv, copied as is)."""
+    rows = _facts("cupy_archs.csv")
+    write("cupy_archs.csv", ["series", "cuda_major", "sass", "ptx", "min_cc", "source"], rows)
 
 
 def main() -> None:
@@ -143,8 +183,9 @@ def main() -> None:
     gpus(shared)
     torch_builds(shared)
     tensorflow_builds(shared)
-    if not args.skip_pypi:
-        torch_pypi_default()
+    cupy_archs()
+    torch_pypi_default(measure=not args.skip_pypi)
+    jax_builds()
 
 
 if __name__ == "__main__":
