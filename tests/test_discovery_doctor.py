@@ -4,7 +4,7 @@ import json
 
 from conftest import REPO, have_torch, run_cli
 from gpucompat.discover.local import Gpu, driver_from_proc, gpu_classes, parse_nvidia_smi, read_visible_devices
-from gpucompat.knowledge.rules import predict, suggest_fix
+from gpucompat.knowledge.rules import predict_stack, suggest_fix
 
 H200_SMI = (REPO / "docs" / "evidence" / "gpu-node-h200" / "nvidia-smi.txt").read_text()
 
@@ -42,12 +42,12 @@ def test_cuda_visible_devices_in_all_its_forms():
 
 
 def test_fixes_name_what_to_install_instead():
-    broken = predict("torch", "2.4.1", "default", "12.0", "570.86.10")
+    broken = predict_stack("torch", "2.4.1", "default", "12.0", "570.86.10")
     fix = suggest_fix("torch", "2.4.1", "12.0", "570.86.10", broken)
     assert fix.startswith("pip install 'torch==2.") and "download.pytorch.org/whl/cu12" in fix
-    old_driver = predict("cuda-runtime", "13.0", "default", "9.0", "535.104.05")
+    old_driver = predict_stack("cuda-runtime", "13.0", "default", "9.0", "535.104.05")
     assert suggest_fix("cuda-runtime", "13.0", "9.0", "535.104.05", old_driver).startswith("upgrade the NVIDIA driver")
-    assert suggest_fix("torch", "2.4.1", "8.0", "535.104.05", predict("torch", "2.4.1", "default", "8.0", "535.104.05")) is None
+    assert suggest_fix("torch", "2.4.1", "8.0", "535.104.05", predict_stack("torch", "2.4.1", "default", "8.0", "535.104.05")) is None
 
 
 def test_doctor_on_a_machine_without_a_driver():

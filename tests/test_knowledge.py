@@ -6,9 +6,9 @@ import pytest
 
 from conftest import run_cli
 from gpucompat.errors import UserError
-from gpucompat.knowledge import tables
 from gpucompat.knowledge.explain import explain
-from gpucompat.knowledge.rules import arch_rule, driver_rule, predict, python_rule, toolkit_window_rule
+from gpucompat.knowledge import rules, tables
+from gpucompat.knowledge.rules import arch_rule, driver_rule, predict_stack, python_rule, toolkit_window_rule
 
 
 @pytest.mark.parametrize("reported, cc", [
@@ -57,6 +57,60 @@ def test_arch_rule_sass_ptx_and_neither():
     assert arch_rule("8.0", None, None, "").verdict == "uncertain"
 
 
+def test_family_sass_runs_on_later_minors_of_its_family_but_arch_specific_does_not():
+    # CUDA 12.9 family targets: sm_100f runs on 10.0 and 10.3 (B200, B300); sm_100a on 10.0 only
+    assert arch_rule("10.3", ["sm_100f"], [], "s").verdict == "pass"
+    assert arch_rule("10.3", ["sm_100a"], [], "s").code == "ARCH_UNSUPPORTED"
+    assert arch_rule("12.1", ["sm_120f"], [], "s").verdict == "pass"
+    assert arch_rule("12.0", ["sm_100f"], [], "s").code == "ARCH_UNSUPPORTED"  # another family
+
+
+def test_ptx_suffixes_limit_what_the_driver_can_jit():
+    arch_specific = arch_rule("10.0", ["sm_90a"], ["compute_90a"], "s")
+    assert arch_specific.code == "ARCH_UNSUPPORTED" and "do not carry over" in arch_specific.text
+    assert arch_rule("9.0", [], ["compute_90a"], "s").verdict == "pass"
+    assert arch_rule("10.3", [], ["compute_100f"], "s").verdict == "pass"
+    assert arch_rule("12.0", [], ["compute_100f"], "s").code == "ARCH_UNSUPPORTED"
+    assert arch_rule("12.0", [], ["compute_90"], "s").verdict == "pass"  # plain PTX is forward compatible
+
+
+def test_toolkit_window_looks_at_every_target():
+    # CUDA 11.7's newest target is sm_87: it cannot build SASS for a Hopper GPU, only PTX of an older target
+    hopper = toolkit_window_rule("11.7", "9.0")
+    assert hopper.verdict == "uncertain" and "cannot build SASS for sm_90" in hopper.text
+    # CUDA 13.0 dropped Xavier (7.2) and everything below 7.5
+    assert toolkit_window_rule("13.0", "7.2").code == "ARCH_UNSUPPORTED"
+    assert "can build for sm_90" in toolkit_window_rule("11.8", "9.0").text
+
+
+def test_a_torch_variant_the_tables_do_not_cover_is_uncertain_not_never_built():
+    rocm = predict_stack("torch", "2.4.1+rocm6.1", "rocm6.1", "9.0", "550.54.14")
+    assert rocm.verdict == "uncertain" and "CUDA builds only" in rocm.reasons[0].text
+    # a CUDA variant missing from a release whose sources list all its CUDA builds is known not to exist
+    assert predict_stack("torch", "2.4.1+cu130", "cu130", "9.0", "580.65.06").code == "ENV_UNRESOLVABLE"
+
+
+def test_confidence_is_read_a_low_confidence_row_decides_nothing():
+    # CUDA 13.3's driver minimum comes from one third-party page (cuda_drivers.csv, confidence low)
+    assert tables.cuda_row("13.3")["confidence"] == "low"
+    on_610 = driver_rule("13.3", "610.43.02")
+    assert on_610.verdict == "pass" and on_610.confidence == "high"  # settled by the 13.x compatibility floor instead
+    low = rules.weighed(rules.Reason("r", "fail", "t", "s", "DRIVER_TOO_OLD", "device"), "low")
+    assert (low.verdict, low.code, low.confidence) == ("uncertain", None, "low")
+    medium = predict_stack("torch", "1.8.1+cu111", "cu111", "8.6", "535.104.05")
+    assert (medium.verdict, medium.confidence) == ("pass", "medium")  # its arch list is from a medium-confidence builder read
+
+
+def test_python_windows_come_from_pypi_file_lists():
+    assert predict_stack("torch", "2.9.0+cu128", "cu128", "8.0", "570.86.10", "3.9").code == "ENV_UNRESOLVABLE"
+    assert predict_stack("torch", "2.1.2+cu118", "cu118", "8.0", "570.86.10", "3.12").code == "ENV_UNRESOLVABLE"
+    assert predict_stack("torch", "2.1.2+cu118", "cu118", "8.0", "570.86.10", "3.11").verdict == "pass"
+    assert predict_stack("tensorflow", "2.15.0", "and-cuda", "8.0", "570.86.10", "3.12").code == "ENV_UNRESOLVABLE"
+    assert predict_stack("cupy", "13.3.0", "cuda12x", "8.0", "570.86.10", "3.8").code == "ENV_UNRESOLVABLE"
+    beyond = rules.wheel_rule("torch", "9.0.0", "3.12")
+    assert beyond.verdict == "uncertain" and "newer than the file list" in beyond.text
+
+
 def test_toolkit_window_and_python():
     assert toolkit_window_rule("12.2", "3.5").code == "ARCH_UNSUPPORTED"
     assert toolkit_window_rule("13.0", "6.1").code == "ARCH_UNSUPPORTED"
@@ -81,21 +135,20 @@ def test_toolkit_window_and_python():
     (("torch", "0.4.1", "default", "8.0", "535.104.05"), "uncertain", None),
 ])
 def test_predictions(args, verdict, code):
-    prediction = predict(*args)
+    prediction = predict_stack(*args)
     assert (prediction.verdict, prediction.code) == (verdict, code), [r.text for r in prediction.reasons]
     assert prediction.reasons and all(r.text for r in prediction.reasons)
 
 
 def test_explain_object_has_the_documented_fields():
     result = explain("torch==2.4.1", "NVIDIA GeForce RTX 5090", None, "570.86.10", "3.11")
-    assert set(result) == {"spec", "target", "verdict", "code", "stage", "warnings", "reasons", "resolved"}
+    assert set(result) == {"spec", "target", "verdict", "code", "stage", "confidence", "warnings", "reasons", "resolved"}
     assert (result["verdict"], result["code"], result["stage"]) == ("fail", "ARCH_UNSUPPORTED", "compute")
     assert result["target"]["cc"] == "12.0" and result["resolved"]["cuda_runtime"] == "12.1"
-    assert all(set(r) == {"rule", "verdict", "text", "source"} for r in result["reasons"])
+    assert all(set(r) == {"rule", "verdict", "text", "source", "confidence"} for r in result["reasons"])
 
 
 @pytest.mark.parametrize("args, message", [
-    (("torch==2.4.1", "NVIDIA Fantasy 9000", None, "535.104.05"), "unknown GPU"),
     (("torch==2.4.1", None, "eight", "535.104.05"), "not a compute capability"),
     (("torch==2.4.1", None, "8.0", "latest"), "not a driver version"),
     (("torch==2.4.1", "NVIDIA H100", "9.0", "535.104.05"), "one of them"),
@@ -112,5 +165,14 @@ def test_explain_cli_json_and_text():
     assert data["verdict"] == "pass" and any("PTX JIT" in w for w in data["warnings"])
     text = run_cli("explain", "cuda-runtime==13.0", "--gpu", "Tesla V100-PCIE-16GB", "--driver", "535.104.05", check=0).stdout
     assert "FAIL DRIVER_TOO_OLD" in text and "source:" in text
-    bad = run_cli("explain", "torch==2.4.1", "--gpu", "Radeon", "--driver", "535.104.05")
+    bad = run_cli("explain", "torch==2.4.1", "--gpu", "x" * 500, "--driver", "535.104.05")
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "Traceback" not in bad.stderr
+
+
+def test_an_unknown_gpu_name_is_uncertain_and_the_cc_free_rules_still_judge():
+    unknown = explain("torch==2.4.1", "NVIDIA Fantasy 9000", None, "535.104.05")
+    assert unknown["verdict"] == "uncertain" and unknown["target"]["cc"] is None
+    assert any(r["text"] == "the GPU's compute capability is not known" for r in unknown["reasons"])
+    # what does not depend on the GPU is still known: no torch 2.9 wheel for Python 3.9
+    assert explain("torch==2.9.0", "Radeon", None, "570.86.10", "3.9")["code"] == "ENV_UNRESOLVABLE"
+    assert explain("torch==2.11.0", "Radeon", None, "535.104.05")["code"] == "DRIVER_TOO_OLD"

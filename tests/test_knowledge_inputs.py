@@ -12,7 +12,7 @@ from gpucompat.envs import current
 from gpucompat.errors import UserError
 from gpucompat.knowledge import fatbin
 from gpucompat.knowledge.explain import explain
-from gpucompat.knowledge.rules import predict
+from gpucompat.knowledge.rules import predict_stack
 
 H100 = (None, "9.0", "580.65.06")
 
@@ -21,7 +21,7 @@ H100 = (None, "9.0", "580.65.06")
 
 @pytest.mark.parametrize("spec, driver", [
     ("cupy-cuda12x==99", "580.65.06"),          # no CuPy 99 in the tables
-    ("cupy-cuda12x==11.0.0", "580.65.06"),      # older than the tables' CuPy 12
+    ("cupy-cuda99x==14.0.0", "580.65.06"),      # a package PyPI's file lists in the tables do not hold
     ("jax[cuda12]==99.0", "580.65.06"),         # past the newest jax the tables were checked against (0.11)
     ("jax[cuda13]==0.12.0", "580.65.06"),
     ("torch==99", "580.65.06"),
@@ -47,15 +47,15 @@ def test_a_cuda_release_that_cannot_exist_is_a_user_error():
     # CUDA began at 1.0: 'cuda-runtime==0' is a typo, said plainly; predict() (sweeps) calls it uncertain
     with pytest.raises(UserError, match="not a CUDA release"):
         explain("cuda-runtime==0", *H100)
-    assert predict("cuda-runtime", "0", "default", "9.0", "580.65.06").verdict == "uncertain"
+    assert predict_stack("cuda-runtime", "0", "default", "9.0", "580.65.06").verdict == "uncertain"
 
 
 def test_a_newer_cuda_minor_is_still_judged_by_its_major_and_a_newer_major_by_a_known_older_driver():
     # NVIDIA documents minor-version compatibility for the whole 13.x family (seen on the H200: docs/evidence)
-    minor = predict("cuda-runtime", "13.5", "default", "9.0", "580.159.04")
+    minor = predict_stack("cuda-runtime", "13.5", "default", "9.0", "580.159.04")
     assert minor.verdict == "pass" and "every CUDA 13.x" in minor.reasons[0].text and minor.reasons[0].source
     # driver 580 supports exactly CUDA 13.0, so a CUDA 14 runtime is a newer major than it can run
-    major = predict("cuda-runtime", "14.0", "default", "9.0", "580.65.06")
+    major = predict_stack("cuda-runtime", "14.0", "default", "9.0", "580.65.06")
     assert (major.verdict, major.code) == ("fail", "DRIVER_TOO_OLD")
 
 
@@ -65,7 +65,10 @@ def test_a_cupy_series_without_that_package_cannot_be_installed():
         assert (result["verdict"], result["code"], result["stage"]) == ("fail", "ENV_UNRESOLVABLE", "resolve")
         assert result["reasons"][0]["source"].startswith("https://")
     known = explain("cupy-cuda13x==14.2.0", *H100)
-    assert known["verdict"] == "pass" and known["reasons"][-1]["source"].startswith("https://docs.cupy.dev")
+    assert known["verdict"] == "pass" and known["reasons"][0]["source"].startswith("https://pypi.org/pypi/cupy-cuda13x/json")
+    # the file list knows packages no documentation page lists any more: cupy-cuda102 lasted until CuPy 12.3.0
+    assert explain("cupy-cuda102==12.3.0", *H100)["verdict"] == "pass"
+    assert explain("cupy-cuda102==13.0.0", *H100)["code"] == "ENV_UNRESOLVABLE"
 
 
 # -- command-line values: ASCII, whole-string, bounded -----------------------------------------

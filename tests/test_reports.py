@@ -95,6 +95,35 @@ def test_advise_observed_first_then_predicted(tmp_path):
     assert bad.returncode == 2 and "unknown framework" in bad.stderr
 
 
+def test_advise_leaves_out_observed_passes_the_asked_driver_or_python_cannot_run(tmp_path):
+    """The H200 sweep saw CUDA 12.x/13.x pass on driver 580; asked about driver 470, none of them can run."""
+    import json
+
+    db = tmp_path / "h200.db"
+    shutil.copyfile(H200_DB, db)
+    old_driver = json.loads(run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "470.82.01",
+                                    "--db", f"sqlite:///{db}", "--json", check=0).stdout)
+    assert [o["version"] for o in old_driver["observed"]] == ["11.8"]  # CUDA 11.x runs on R470 by minor-version compatibility
+    assert {o["version"] for o in old_driver["left_out"] if o["source"] == "observed"} == {"13.5", "13.0", "12.9", "12.4", "12.0"}
+    assert all("DRIVER" in o["why"] or "newer" in o["why"] for o in old_driver["left_out"] if o["source"] == "observed")
+    assert [p["version"] for p in old_driver["predicted"]][:1] == ["11.8"]  # the newest CUDA an R470 driver runs
+    text = run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "470.82.01", "--explain",
+                   "--db", f"sqlite:///{db}", check=0, env={"COLUMNS": "200"}).stdout
+    assert "left out" in text and "13.5" in text
+
+
+def test_advise_covers_tensorflow_and_needs_a_known_gpu(tmp_path):
+    import json
+
+    tf = json.loads(run_cli("advise", "--framework", "tensorflow", "--cc", "8.0", "--driver", "550.54.14", "--python", "3.11",
+                            "--db", f"sqlite:///{tmp_path / 'empty.db'}", "--json", check=0).stdout)
+    assert tf["predicted"], tf["left_out"][:3]
+    assert all(p["install"].startswith("pip install 'tensorflow") for p in tf["predicted"])
+    unknown = run_cli("advise", "--framework", "torch", "--gpu", "NVIDIA Fantasy 9000", "--driver", "550.54.14",
+                      "--db", f"sqlite:///{tmp_path / 'empty.db'}")
+    assert unknown.returncode == 2 and "--cc" in unknown.stderr
+
+
 def test_untested_cells_are_no_fact_for_diff_history_or_advise(tmp_path):
     """A cell that could not be tested is never newly broken, never in history, never advised from."""
     import json

@@ -377,6 +377,7 @@ def advise(
     python: Optional[str] = typer.Option(None, help="Python version X.Y."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    explain_left_out: bool = typer.Option(False, "--explain", help="Also list the candidates left out, each with why."),
 ):
     """The newest stacks that work for a GPU and driver, observed first, predicted second, with install commands."""
     from .knowledge.advise import advise as run_advise
@@ -392,6 +393,10 @@ def advise(
     t = result["target"]
     out.print(f"{framework} for {escape(t['gpu'] or 'compute capability ' + t['cc'])} (CC {t['cc']}), driver {t['driver']} (CUDA {t['driver_cuda'] or '?'})")
     out.print(AdviseTable(result), crop=False)  # install commands are never cut: in the table when they fit, else whole lines below it
+    if explain_left_out:
+        from .report.terminal import left_out_table
+
+        out.print(left_out_table(result["left_out"]))
 
 
 @app.command()

@@ -25,7 +25,7 @@ from .discover import local
 from .envs.current import installed
 from .executors.base import PROBE_SOURCE
 from .knowledge import tables
-from .knowledge.rules import predict, suggest_fix
+from .knowledge.rules import predict_stack, suggest_fix
 from .model import FRAMEWORKS
 from .probe.probe import cuda_env, loaded_libraries
 
@@ -183,7 +183,7 @@ def doctor() -> dict:
                                  "stage": "import", "reason": fw["import_error"], "warnings": [], "fix": None})
                 continue
             release = fw["version"] if fw["framework"] != "cuda-runtime" else (fw["cuda_runtime"] or fw["version"])
-            p = predict(fw["framework"], release, fw["variant"], gpu.cc, driver, cuda_runtime=fw["cuda_runtime"],
+            p = predict_stack(fw["framework"], release, fw["variant"], gpu.cc, driver, cuda_runtime=fw["cuda_runtime"],
                         arch=_arch(fw) if fw["framework"] == "torch" else None)
             deciding = next((r for r in p.reasons if r.verdict == p.verdict), p.reasons[0] if p.reasons else None)
             verdicts.append({"framework": fw["framework"], "gpu": gpu.name, "cc": gpu.cc, "verdict": p.verdict, "code": p.code,

@@ -13,12 +13,11 @@ from pathlib import Path
 
 from . import analysis, space
 from .discover import local as local_discovery
-from .envs import current as current_env
 from .errors import UserError
 from .executors import make_executor
 from .executors.base import DONE, Executor
-from .knowledge import fatbin, rules, tables
-from .knowledge.rules import Prediction, Reason
+from .knowledge import rules
+from .knowledge.predict import predict
 from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import parse_plan
 from .resolve import check_indexes, resolve_all
@@ -112,7 +111,7 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     options = RunOptions(wheelhouse, offline, options.workdir, options.skip_predicted_failures, options.executor)
     # One transaction: a sweep is stored whole (targets, stacks, cells, predictions) or not at all.
     return store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict(), targets, resolved,
-                              lambda r, target: prediction_for(Cell(0, r.stack, target, r)).to_dict())
+                              lambda r, target: predict(Cell(0, r.stack, target, r)).to_dict())
 
 
 def check_variants(stacks: list) -> None:
@@ -126,36 +125,6 @@ def check_variants(stacks: list) -> None:
         if all(why):
             versions = ", ".join(sorted({stack.version for stack in mine}))
             raise UserError(f"{framework} variant {variant!r} was never built for {versions}: {why[0]}; choose a variant that was built.")
-
-
-def prediction_for(cell: Cell) -> Prediction:
-    """What the knowledge expects of a cell, before any job runs."""
-    stack, resolved = cell.stack, cell.resolved
-    if not resolved.ok:
-        reason = Reason("resolution", "fail", analysis.classify(resolved, None).summary, "uv pip compile on the submit side",
-                        "ENV_UNRESOLVABLE", "resolve")
-        return rules.combine([reason], {})
-    version, variant = stack.version, stack.variant
-    if stack.env == "current":
-        found = current_env.installed(stack.framework)
-        if found is None:
-            return rules.combine([Reason("installed", "fail", f"{stack.framework} is not installed in {stack.python}", "importlib.metadata",
-                                         "IMPORT_FAILED", "import")], {})
-        version, variant = found
-    python = stack.python if stack.python[:1].isdigit() else None
-    driver = cell.target.driver
-    if driver is None and cell.target.cuda_driver:
-        # HTCondor advertises the CUDA version a driver supports, not its number: judge by the
-        # oldest driver that supports that CUDA, a lower bound of the real one
-        driver = (tables.cuda_row(cell.target.cuda_driver) or {}).get("toolkit_driver_min")
-    prediction = rules.predict(stack.framework, version, variant, cell.target.cc, driver, python, resolved.cuda_runtime)
-    if stack.env == "current" and any(r.rule == "architecture" and r.verdict == "uncertain" for r in prediction.reasons):
-        # the tables do not know this build: read its kernels from the installed binaries
-        archs = fatbin.installed_archs(stack.framework)
-        if archs:
-            prediction = rules.predict(stack.framework, version, variant, cell.target.cc, driver, python,
-                                       resolved.cuda_runtime, arch=archs)
-    return prediction
 
 
 def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:
@@ -248,7 +217,7 @@ def resolve_again(store: Store, sweep_id: int, spec: SweepSpec, options: RunOpti
         return False
     progress.phase("resolve", len(stacks))
     for resolved in resolve_all(stacks, spec.platform, options.wheelhouse, options.offline, on_done=lambda _r: progress.advance("resolve")):
-        predicted = {cell.id: prediction_for(Cell(cell.id, resolved.stack, cell.target, resolved)).to_dict()
+        predicted = {cell.id: predict(Cell(cell.id, resolved.stack, cell.target, resolved)).to_dict()
                      for cell in pending if cell.stack.key == resolved.stack.key}
         store.update_resolution(sweep_id, resolved, predicted)
     return True

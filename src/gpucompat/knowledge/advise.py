@@ -10,7 +10,7 @@ from ..model import FRAMEWORKS
 from ..space import requirements_for
 from . import tables
 from .explain import target
-from .rules import PASS, predict
+from .rules import PASS, predict_stack
 
 
 def install_command(framework: str, version: str, variant: str) -> str:
@@ -29,11 +29,13 @@ def _candidates(framework: str) -> list[tuple[str, str]]:
         rows = [(f"{r['release']}.*", r["variant"]) for r in tables.table("torch_builds") if default.get(r["release"]) != r["variant"]]
         rows += [(f"{release}.*", "default") for release in default]  # PyPI's own wheel: no index URL needed
     elif framework == "tensorflow":
-        rows = [(f"{r['release']}.*", "and-cuda") for r in tables.table("tensorflow_builds")]
+        # tensorflow[and-cuda] brings its CUDA libraries from 2.14 on; before, plain tensorflow uses the system's
+        rows = [(f"{r['release']}.*", "and-cuda" if Version(r["release"]) >= Version("2.14") else "plain")
+                for r in tables.table("tensorflow_builds")]
     elif framework == "jax":
-        rows = [(r["from_version"], r["variant"]) for r in tables.table("jax_builds")]
+        rows = [(r["from_version"], r["variant"]) for r in tables.table("jax_builds") if r["variant"] in ("cuda12", "cuda13")]
     elif framework == "cupy":
-        rows = [("14.*", "cuda13x"), ("13.*", "cuda12x"), ("13.*", "cuda11x")]
+        rows = [(f"{r['series']}.*", r["variant"]) for r in tables.table("cupy_packages") if int(r["series"]) >= 12]
     else:
         rows = [(r["cuda"], "default") for r in tables.table("cuda_drivers") if Version(r["cuda"]).major >= 11]
     return sorted(set(rows), key=lambda p: (_key(p[0]), p[1] != "default"), reverse=True)
@@ -46,34 +48,60 @@ def _key(version: str):
         return Version("0")
 
 
+def _why_not(prediction) -> str:
+    """The reason a candidate is left out: its first failure, else what is not known."""
+    deciding = next((r for r in prediction.reasons if r.verdict == "fail"), None) \
+        or next((r for r in prediction.reasons if r.verdict == "uncertain"), None)
+    return f"{prediction.verdict}: {deciding.text}" if deciding else prediction.verdict
+
+
+def _release(framework: str, version: str, variant: str) -> str:
+    release = version.replace(".*", "")
+    return f"{release}+{variant}" if framework == "torch" and variant not in ("default", "installed") else release
+
+
 def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python: str | None, observed_rows: list[dict], limit: int = 5) -> dict:
+    """Observed passes that this target can also run (same compute capability; the asked driver and
+    Python judged by the rules), then predicted passes; `left_out` says why every other candidate is not advised."""
     if framework not in FRAMEWORKS:
         raise UserError(f"unknown framework {framework!r}; expected one of: {', '.join(FRAMEWORKS)}.")
     where = target(gpu, cc, driver)
-    observed, seen = [], set()
+    if where["cc"] is None:
+        raise UserError(f"the knowledge holds no GPU named {gpu[:80]!r}, so its compute capability is unknown; give --cc X.Y instead.")
+    observed, left_out, seen = [], [], set()
     for row in sorted(observed_rows, key=lambda r: _key(r["version"]), reverse=True):
-        if row["framework"] == framework and row["code"] == "PASS" and row["cc"] == where["cc"] and (row["version"], row["variant"]) not in seen:
-            seen.add((row["version"], row["variant"]))
-            version = row["version"].split("+")[0]
-            observed.append({"source": "observed", "version": row["version"], "variant": row["variant"], "python": row["python"],
-                             "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
-                             "install": install_command(framework, version, row["variant"]) if row["env"] == "uv" else None})
+        if row["framework"] != framework or row["code"] != "PASS" or row["cc"] != where["cc"] or (row["version"], row["variant"]) in seen:
+            continue
+        seen.add((row["version"], row["variant"]))
+        # it passed on this GPU class; whether it runs with this driver and Python the rules judge, with the CUDA it really had
+        check = predict_stack(framework, _release(framework, row["version"], row["variant"]), row["variant"], where["cc"], driver, python,
+                              row.get("cuda_runtime") or None)
+        if check.verdict == "fail":
+            left_out.append({"source": "observed", "version": row["version"], "variant": row["variant"], "why": _why_not(check)})
+            continue
+        version = row["version"].split("+")[0]
+        observed.append({"source": "observed", "version": row["version"], "variant": row["variant"], "python": row["python"],
+                         "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
+                         "install": install_command(framework, version, row["variant"]) if row["env"] == "uv" else None})
     # what a sweep saw fail (it could not resolve, or it broke on this GPU class) outranks any prediction
     refuted = {(row["version"].split("+")[0], row["variant"]) for row in observed_rows
                if row["framework"] == framework and row["code"] not in ("PASS", "UNTESTED", "PENDING")
                and (row["python"] == python if row["stage"] == "resolve" else row["cc"] == where["cc"])}
     predicted = []
     for version, variant in _candidates(framework):
-        release = version.replace(".*", "")
-        if any(v == release or v.startswith(release + ".") and version.endswith(".*") for v, var in refuted if var == variant):
-            continue
-        probe_release = f"{release}+{variant}" if framework == "torch" and variant != "default" else release
-        p = predict(framework, probe_release, variant, where["cc"], driver, python)
-        if p.verdict == PASS:
-            predicted.append({"source": "predicted", "version": version, "variant": variant, "warnings": p.warnings,
-                              "install": install_command(framework, version if framework != "cuda-runtime" else release, variant),
-                              "reasons": [r.text for r in p.reasons]})
         if len(predicted) >= limit:
             break
+        release = version.replace(".*", "")
+        if any(v == release or v.startswith(release + ".") and version.endswith(".*") for v, var in refuted if var == variant):
+            left_out.append({"source": "observed", "version": version, "variant": variant, "why": "a stored sweep saw it fail on this GPU class"})
+            continue
+        p = predict_stack(framework, _release(framework, version, variant), variant, where["cc"], driver, python)
+        if p.verdict != PASS:
+            left_out.append({"source": "predicted", "version": version, "variant": variant, "why": _why_not(p)})
+            continue
+        predicted.append({"source": "predicted", "version": version, "variant": variant, "warnings": p.warnings,
+                          "install": install_command(framework, version if framework != "cuda-runtime" else release, variant),
+                          "reasons": [r.text for r in p.reasons]})
     return {"framework": framework, "target": {**where, "python": python}, "observed": observed[:limit], "predicted": predicted,
+            "left_out": left_out,
             "note": "observed: a stored sweep ran it on this GPU class; predicted: the knowledge rules expect it to work, not run"}

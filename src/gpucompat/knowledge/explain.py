@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import UserError
 from ..plan import CC_VERSION, DRIVER_VERSION, PYTHON_VERSION, parse_spec
 from . import tables
-from .rules import predict
+from .rules import predict_stack
 
 MAX_SPEC_CHARS = 200
 DEFAULT_VARIANT = {"torch": "default", "tensorflow": "and-cuda", "jax": "cpu", "cupy": "cuda12x", "cuda-runtime": "default"}
@@ -17,17 +17,17 @@ def target(gpu: str | None, cc: str | None, driver: str) -> dict:
         raise UserError("give the GPU as either --gpu NAME or --cc X.Y (one of them).")
     if not isinstance(driver, str) or not DRIVER_VERSION.fullmatch(driver):
         raise UserError(f"--driver {str(driver)[:40]!r} is not a driver version like '535.104.05'.")
+    row = None
     if gpu:
-        row = tables.gpu(gpu)
-        if row is None:
-            raise UserError(f"unknown GPU {gpu[:80]!r}; give --cc X.Y instead, or a name as the driver reports it (e.g. 'NVIDIA A100-SXM4-40GB').")
-        cc, source = row["cc"], row["source"]
-    else:
-        if not CC_VERSION.fullmatch(cc):
-            raise UserError(f"--cc {cc[:40]!r} is not a compute capability like '8.0'.")
-        source = None
+        if len(gpu) > MAX_SPEC_CHARS:
+            raise UserError(f"--gpu is {len(gpu)} characters long; a GPU name needs at most {MAX_SPEC_CHARS}.")
+        row = tables.gpu(gpu)  # an unknown name is not an error: the prediction says it cannot judge
+        cc = row["cc"] if row else None
+    elif not CC_VERSION.fullmatch(cc):
+        raise UserError(f"--cc {cc[:40]!r} is not a compute capability like '8.0'.")
     supported = tables.driver_cuda(driver)
-    return {"gpu": gpu, "matched": row["name"] if gpu else None, "cc": cc, "cc_source": source, "driver": driver,
+    return {"gpu": gpu, "matched": row["name"] if row else None, "cc": cc, "cc_source": row["source"] if row else None,
+            "cc_confidence": row.get("confidence", "high") if row else None, "driver": driver,
             "driver_cuda": supported["cuda"] if supported else None}
 
 
@@ -49,5 +49,5 @@ def explain(spec: str, gpu: str | None, cc: str | None, driver: str, python: str
     release = version
     if framework == "torch" and variant != "default" and "+" not in version:
         release = f"{version}+{variant}"
-    prediction = predict(framework, release, variant, where["cc"], driver, python)
+    prediction = predict_stack(framework, release, variant, where["cc"], driver, python)
     return {"spec": spec, "target": {**where, "python": python}, **prediction.to_dict()}

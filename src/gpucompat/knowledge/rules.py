@@ -9,7 +9,7 @@ guess; otherwise pass, with the warnings the passing rules raised.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from packaging.version import Version
 
@@ -17,6 +17,7 @@ from . import tables
 from .tables import minor_series, version
 
 PASS, FAIL, UNCERTAIN = "pass", "fail", "uncertain"
+UNKNOWN_CC = "the GPU's compute capability is not known"
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,16 @@ class Reason:
     code: str | None = None
     stage: str | None = None
     warning: str | None = None
+    confidence: str = "high"  # of the table row the reason rests on: high, medium (low rows never decide)
+
+
+def weighed(reason: Reason, confidence: str | None) -> Reason:
+    """A reason resting on a table row of that confidence: a low-confidence row decides nothing."""
+    confidence = confidence or "high"
+    if confidence == "low" and reason.verdict != UNCERTAIN:
+        return replace(reason, verdict=UNCERTAIN, code=None, stage=None, confidence="low",
+                       text=f"{reason.text} — but that rests on a low-confidence source, so it is not a verdict")
+    return replace(reason, confidence=confidence)
 
 
 @dataclass
@@ -38,11 +49,12 @@ class Prediction:
     warnings: list[str] = field(default_factory=list)
     reasons: list[Reason] = field(default_factory=list)
     resolved: dict = field(default_factory=dict)
+    confidence: str = "high"  # the weakest row among the reasons that decided the verdict
 
     def to_dict(self) -> dict:
         return {
-            "verdict": self.verdict, "code": self.code, "stage": self.stage, "warnings": self.warnings,
-            "reasons": [{k: v for k, v in asdict(r).items() if k in ("rule", "verdict", "text", "source")} for r in self.reasons],
+            "verdict": self.verdict, "code": self.code, "stage": self.stage, "confidence": self.confidence, "warnings": self.warnings,
+            "reasons": [{k: v for k, v in asdict(r).items() if k in ("rule", "verdict", "text", "source", "confidence")} for r in self.reasons],
             "resolved": self.resolved,
         }
 
@@ -61,20 +73,23 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
         return Reason(name, UNCERTAIN, f"{cuda_runtime!r} is not a CUDA version", "")
     if have is None:
         return Reason(name, UNCERTAIN, f"driver {driver} is older than every CUDA release in the knowledge tables", "")
-    supported, newest = Version(have["cuda"]), tables.newest_cuda()
+    reach, newest = Version(have["cuda"]), tables.newest_cuda()
+    if have.get("confidence") == "low":  # judge by the newest trusted row, and through the compatibility floor
+        have = tables.driver_cuda(driver, trusted_only=True) or have
+    supported = Version(have["cuda"])
     # A CUDA major the tables do not hold (0, 6, 14, ...) is judged only where the driver's own
     # reach is known and lies a major below it; any other verdict would be a guess.
-    if not tables.cuda_known(str(runtime)) and not (runtime.major > supported.major and supported < Version(newest["cuda"])):
+    if not tables.cuda_known(str(runtime)) and not (runtime.major > reach.major and reach < Version(newest["cuda"])):
         oldest = min(tables.table("cuda_drivers"), key=lambda r: Version(r["cuda"]))
         return Reason(name, UNCERTAIN, f"the knowledge tables have no data for CUDA {runtime} (they hold CUDA {oldest['cuda']} to {newest['cuda']})",
                       "knowledge/data/cuda_drivers.csv")
     if runtime <= supported:
-        return Reason(name, PASS, f"driver {driver} supports CUDA {supported}, enough for runtime {runtime}", have["source"])
+        return weighed(Reason(name, PASS, f"driver {driver} supports CUDA {supported}, enough for runtime {runtime}", have["source"]), have.get("confidence"))
     needed = tables.cuda_row(str(runtime))
     need_text = f" (CUDA {runtime} wants driver >= {needed['toolkit_driver_min']})" if needed else ""
     if runtime.major > supported.major:
-        return Reason(name, FAIL, f"CUDA runtime {runtime} is a newer major than driver {driver} supports (CUDA {supported}){need_text}",
-                      (needed or have)["source"], "DRIVER_TOO_OLD", "device")
+        return weighed(Reason(name, FAIL, f"CUDA runtime {runtime} is a newer major than driver {driver} supports (CUDA {supported}){need_text}",
+                              (needed or have)["source"], "DRIVER_TOO_OLD", "device"), have.get("confidence"))
     floor = tables.compat_floor(runtime.major)
     if floor and version(driver) >= version(floor["compat_driver_min"]):
         warning = (f"runs under CUDA minor-version compatibility: runtime {runtime} on a driver that supports CUDA {supported}; "
@@ -83,8 +98,8 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
         unlisted = "" if needed else f"; CUDA {runtime} is newer than the tables, and that floor holds for every CUDA {runtime.major}.x"
         return Reason(name, PASS, f"driver {driver} >= {floor['compat_driver_min']}, the minor-version compatibility floor of CUDA {runtime.major}.x{need_text}{unlisted}",
                       floor["source"], warning=warning)
-    return Reason(name, FAIL, f"CUDA runtime {runtime} is newer than driver {driver} supports (CUDA {supported}), and CUDA {runtime.major}.x has no minor-version compatibility floor it meets",
-                  (needed or have)["source"], "DRIVER_TOO_OLD", "device")
+    return weighed(Reason(name, FAIL, f"CUDA runtime {runtime} is newer than driver {driver} supports (CUDA {supported}), and CUDA {runtime.major}.x has no minor-version compatibility floor it meets",
+                          (needed or have)["source"], "DRIVER_TOO_OLD", "device"), have.get("confidence"))
 
 
 _ARCH = re.compile(r"(sm|compute)_([0-9]+)([0-9])([af]?)", re.ASCII)  # fullmatch: ASCII digits, no trailing newline
@@ -95,21 +110,45 @@ def _arch(text: str) -> tuple[str, int, int, str] | None:
     return (found.group(1), int(found.group(2)), int(found.group(3)), found.group(4)) if found else None
 
 
+def sass_runs(target: tuple, major: int, minor: int) -> bool:
+    """SASS sm_XY (and family sm_XYf) runs on CC X.Z for Z >= Y; arch-specific sm_XYa on X.Y only.
+    (CUDA Programming Guide, 'Binary Compatibility' and 'Feature Availability': family-specific
+    targets run on later minors of the same family, arch-specific ones on that CC alone.)"""
+    _kind, t_major, t_minor, suffix = target
+    return t_major == major and (t_minor == minor if suffix == "a" else t_minor <= minor)
+
+
+def ptx_jits(target: tuple, major: int, minor: int) -> bool:
+    """PTX compute_XY JIT-compiles for any CC >= X.Y; compute_XYf only within family X, minor >= Y;
+    compute_XYa only for X.Y (arch-specific PTX is not forward compatible)."""
+    _kind, t_major, t_minor, suffix = target
+    if suffix == "a":
+        return (t_major, t_minor) == (major, minor)
+    if suffix == "f":
+        return t_major == major and t_minor <= minor
+    return (t_major, t_minor) <= (major, minor)
+
+
+ARCH_SOURCE = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/ (Binary Compatibility; Feature Availability: arch- and family-specific targets)"
+
+
 def arch_rule(cc: str, sass: list[str] | None, ptx: list[str] | None, source: str, build_cuda: str | None = None,
               driver: str | None = None) -> Reason:
     """SASS sm_XY runs on devices of major X and minor >= Y (sm_XYa only on X.Y); else PTX
     compute_XY with XY <= the device's CC is JIT-compiled, which needs a driver at least as
     new as the CUDA that made the PTX; else ARCH_UNSUPPORTED."""
     name = "architecture"
+    if cc is None:
+        return Reason(name, UNCERTAIN, UNKNOWN_CC, "")
     if sass is None and ptx is None:
         return Reason(name, UNCERTAIN, "the build's architecture list is not known", "")
     major, minor = (int(p) for p in cc.split("."))
     listed = ", ".join([*(sass or []), *(ptx or [])]) or "nothing"
     for item in sass or []:
         parsed = _arch(item)
-        if parsed and parsed[1] == major and (parsed[2] == minor if parsed[3] else parsed[2] <= minor):
+        if parsed and sass_runs(parsed, major, minor):
             return Reason(name, PASS, f"the build has SASS {item}, which runs on compute capability {cc}", source)
-    jit = [item for item in ptx or [] if (p := _arch(item)) and (p[1], p[2]) <= (major, minor)]
+    jit = [item for item in ptx or [] if (p := _arch(item)) and ptx_jits(p, major, minor)]
     if jit:
         have = tables.driver_cuda(driver) if driver else None
         if build_cuda and have and version(minor_series(build_cuda)) > Version(have["cuda"]):
@@ -117,29 +156,42 @@ def arch_rule(cc: str, sass: list[str] | None, ptx: list[str] | None, source: st
                           source, "PTX_TOOLCHAIN_TOO_NEW", "compute")
         return Reason(name, PASS, f"no SASS for sm_{major}{minor}, but PTX {jit[-1]} is JIT-compiled for it", source,
                       warning=f"runs by PTX JIT from {jit[-1]} (no SASS for sm_{major}{minor}): slow first start")
-    return Reason(name, FAIL, f"the build has {listed}; nothing of it runs on compute capability {cc} (sm_{major}{minor})",
-                  source, "ARCH_UNSUPPORTED", "compute")
+    # name the a/f targets that a plain target of the same number would have served
+    suffixed = [item for item in [*(sass or []), *(ptx or [])] if (p := _arch(item)) and p[3] and (p[1], p[2]) <= (major, minor)]
+    why = f" ({', '.join(suffixed)} {'is' if len(suffixed) == 1 else 'are'} arch- or family-specific and do not carry over)" if suffixed else ""
+    return Reason(name, FAIL, f"the build has {listed}; nothing of it runs on compute capability {cc} (sm_{major}{minor}){why}",
+                  source + (f" ; {ARCH_SOURCE}" if suffixed else ""), "ARCH_UNSUPPORTED", "compute")
 
 
 def toolkit_window_rule(build_cuda: str, cc: str) -> Reason:
-    """Without an arch list: a device older than the oldest target of the build's CUDA cannot have kernels."""
+    """Without the build's own arch list: what the toolkit that made it could target.
+    A device older than every target of the toolkit cannot have kernels; one that no target's
+    SASS runs on, but newer than some target, could only run PTX the build may or may not carry."""
     name = "CUDA toolkit targets"
+    if cc is None:
+        return Reason(name, UNCERTAIN, UNKNOWN_CC, "")
     row = tables.cuda_archs(build_cuda)
     if row is None:
         return Reason(name, UNCERTAIN, f"no target list for CUDA {build_cuda}", "")
     major, minor = (int(p) for p in cc.split("."))
     targets = [p for p in (_arch(s) for s in row["sm"].split(";")) if p]
-    oldest = min((p[1], p[2]) for p in targets)
-    if (major, minor) < oldest:
+    if any(sass_runs(t, major, minor) for t in targets):
+        return Reason(name, UNCERTAIN, f"CUDA {build_cuda} can build for sm_{major}{minor}, but whether this build did is not known", row["source"])
+    oldest = min((t[1], t[2]) for t in targets)
+    if (major, minor) < oldest:  # PTX JIT-compiles only upward, so no target of this toolkit reaches it
         return Reason(name, FAIL, f"CUDA {build_cuda} cannot build for sm_{major}{minor}: its oldest target is sm_{oldest[0]}{oldest[1]}",
                       row["source"], "ARCH_UNSUPPORTED", "compute")
-    return Reason(name, UNCERTAIN, f"CUDA {build_cuda} can build for sm_{major}{minor}, but whether this build did is not known", row["source"])
+    return Reason(name, UNCERTAIN, f"CUDA {build_cuda} cannot build SASS for sm_{major}{minor}; the build runs there only by JIT "
+                  f"from PTX of an older target, and whether it carries such PTX is not known", row["source"],
+                  warning=f"CUDA {build_cuda} has no SASS target for sm_{major}{minor}: at best it runs by PTX JIT (slow first start)")
 
 
 def minimum_rule(what: str, cc: str, driver: str | None, min_cc: str, min_driver: str, source: str) -> list[Reason]:
     """A framework's own published minimums (compute capability, driver)."""
     reasons = []
-    if version(cc) < version(min_cc):
+    if cc is None:
+        reasons.append(Reason(f"{what} minimum compute capability", UNCERTAIN, UNKNOWN_CC, ""))
+    elif version(cc) < version(min_cc):
         reasons.append(Reason(f"{what} minimum compute capability", FAIL, f"{what} needs compute capability >= {min_cc}; this GPU has {cc}",
                               source, "ARCH_UNSUPPORTED", "compute"))
     if driver and version(driver) < version(min_driver):
@@ -168,10 +220,10 @@ def combine(reasons: list[Reason], resolved: dict) -> Prediction:
     failures = sorted((r for r in reasons if r.verdict == FAIL), key=lambda r: _STAGE_ORDER.get(r.stage or "", 9))
     warnings = [r.warning for r in reasons if r.warning]
     if failures:
-        return Prediction(FAIL, failures[0].code, failures[0].stage, warnings, reasons, resolved)
+        return Prediction(FAIL, failures[0].code, failures[0].stage, warnings, reasons, resolved, failures[0].confidence)
     if not reasons or any(r.verdict == UNCERTAIN for r in reasons):
-        return Prediction(UNCERTAIN, None, None, warnings, reasons, resolved)
-    return Prediction(PASS, None, None, warnings, reasons, resolved)
+        return Prediction(UNCERTAIN, None, None, warnings, reasons, resolved, "low" if any(r.confidence == "low" for r in reasons) else "high")
+    return Prediction(PASS, None, None, warnings, reasons, resolved, "medium" if any(r.confidence == "medium" for r in reasons) else "high")
 
 
 def _split(text: str) -> list[str]:
@@ -198,7 +250,13 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
     if not siblings:
         reasons.append(Reason("torch build", UNCERTAIN, f"the knowledge tables have no data for torch {minor_series(release)}", "knowledge/data/torch_builds.csv"))
     if build is None and siblings and cuda_runtime is None:
-        reasons.append(Reason("variant exists", FAIL, f"PyTorch {minor_series(release)} has no {variant} build (it has {', '.join(r['variant'] for r in siblings)})",
+        if not re.fullmatch(r"cu[0-9]+", variant, re.ASCII):
+            # the sources list a release's CUDA builds only: of ROCm, XPU and other variants they know nothing
+            reasons.append(Reason("variant exists", UNCERTAIN, f"the knowledge tables hold PyTorch's CUDA builds only; whether torch "
+                                  f"{minor_series(release)} has a {variant} build is not known", "knowledge/data/torch_builds.csv"))
+            return reasons, resolved
+        # each release's sources (RELEASE.md's matrix, the previous-versions page) list all its CUDA builds
+        reasons.append(Reason("variant exists", FAIL, f"PyTorch {minor_series(release)} has no {variant} build (its CUDA builds are {', '.join(r['variant'] for r in siblings)})",
                               siblings[0]["source"], "ENV_UNRESOLVABLE", "resolve"))
         return reasons, resolved
     cuda = cuda_runtime or (build["cuda"] if build else (f"{variant[2:-1]}.{variant[-1]}" if variant.startswith("cu") else None))
@@ -215,7 +273,7 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
     if sass is None and ptx is None and cuda:
         reasons.append(toolkit_window_rule(cuda, cc))
     else:
-        reasons.append(arch_rule(cc, sass, ptx, source, cuda, driver))
+        reasons.append(weighed(arch_rule(cc, sass, ptx, source, cuda, driver), build.get("confidence") if build and arch is None else None))
     return reasons, resolved
 
 
@@ -254,36 +312,76 @@ def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: 
 
 
 def _cupy(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
-    build = tables.cupy_build(release, variant)
-    want = version(release)
-    siblings = [r for r in tables.table("cupy_builds") if want and int(r["series"]) == want.major]
-    if build is None and siblings:  # a series the tables hold, without this package
-        published = ", ".join(f"cupy-{r['variant']}" + (f" from {r['from_version']}" if r["from_version"] else "") for r in siblings)
-        return [Reason("variant exists", FAIL, f"CuPy {release} has no cupy-{variant} (CuPy {want.major} publishes {published})",
-                       siblings[-1]["source"], "ENV_UNRESOLVABLE", "resolve")], {}
+    want = version(release.split("+")[0])
+    packages = tables.cupy_packages(variant)
+    build = next((r for r in packages if want and Version(r["first_version"]) <= want <= Version(r["last_version"])), None)
     if build is None:
-        series = sorted({int(r["series"]) for r in tables.table("cupy_builds")})
-        return [Reason("CuPy build", UNCERTAIN, f"the knowledge tables have no data for CuPy {release} as cupy-{variant} (they hold CuPy {series[0]} to {series[-1]})",
-                       "knowledge/data/cupy_builds.csv")], {}
-    major = re.fullmatch(r"cuda([0-9]+)x", variant, re.ASCII)
-    cuda = cuda_runtime or (f"{major.group(1)}.0" if major else None)
+        if not packages or want is None or want > tables.newest_cupy():
+            newest = tables.newest_cupy()
+            return [Reason("CuPy build", UNCERTAIN, f"the knowledge tables have no data for CuPy {release} as cupy-{variant} "
+                           f"(they hold PyPI's cupy-cuda* packages up to CuPy {newest})", "knowledge/data/cupy_packages.csv")], {}
+        published = ", ".join(_span(r) for r in packages)
+        return [Reason("variant exists", FAIL, f"PyPI has no cupy-{variant} {release} (cupy-{variant} was published for CuPy {published})",
+                       packages[0]["source"], "ENV_UNRESOLVABLE", "resolve")], {}
+    cuda = cuda_runtime or (build["cuda"].replace(".x", ".0") if build["cuda"] else None)
     # CuPy compiles its kernels at run time with NVRTC, for the device in hand: the toolkit's targets decide.
-    reasons = [driver_rule(cuda, driver)]
+    reasons = [Reason("CuPy build", PASS, f"CuPy {build['series']} publishes cupy-{variant} ({_span(build)})", build["source"]),
+               driver_rule(cuda, driver)]
     if cuda:
         window = toolkit_window_rule(cuda, cc)
-        if window.verdict == UNCERTAIN and window.source:  # the toolkit targets this device, and NVRTC builds for it at run time
-            window = Reason("CUDA toolkit targets", PASS, f"NVRTC of CUDA {cuda} can compile for compute capability {cc}", window.source)
+        if window.verdict == UNCERTAIN and window.source:
+            # NVRTC builds for the device in hand at run time: SASS where it knows the device, else PTX of its
+            # newest target, which the driver JIT-compiles (cupy/cuda/compiler.py _get_arch: the device CC capped at NVRTC's newest)
+            window = Reason("CUDA toolkit targets", PASS, f"NVRTC of CUDA {cuda} can compile for compute capability {cc}"
+                            + (" (as PTX of its newest target, JIT-compiled by the driver)" if window.warning else ""),
+                            window.source, warning=window.warning)
         reasons.append(window)
-    reasons.append(Reason("CuPy build", PASS, f"CuPy {build['series']} publishes cupy-{variant}", build["source"]))
     return reasons, {"cuda_runtime": cuda}
 
 
-def predict(framework: str, release: str, variant: str, cc: str | None, driver: str | None, python: str | None = None,
+def _span(row: dict) -> str:
+    return row["first_version"] if row["first_version"] == row["last_version"] else f"{row['first_version']}–{row['last_version']}"
+
+
+def _pythons_text(pythons: list[str]) -> str:
+    plain = [p for p in pythons if p[-1:].isdigit()]
+    free = [p for p in pythons if p not in plain]
+    contiguous = plain and all(version(b).minor == version(a).minor + 1 for a, b in zip(plain, plain[1:]) if version(a).major == version(b).major)
+    text = f"{plain[0]} to {plain[-1]}" if contiguous and len(plain) > 2 else ", ".join(plain)
+    return text + (f" (and free-threaded {', '.join(free)})" if free else "")
+
+
+def wheel_rule(package: str, release: str, python: str) -> Reason:
+    """PyPI's own file list: does this release have a Linux x86_64 wheel for this Python?"""
+    name = "wheel for this Python"
+    row, newest = tables.python_wheels(package, release)
+    plain = release.split("+")[0]
+    if newest is None:
+        return Reason(name, UNCERTAIN, f"the knowledge tables hold no file list for {package}", "knowledge/data/python_wheels.csv")
+    if row is None:
+        where = f"it is newer than the file list in the tables (up to {newest})" if version(plain) and version(plain) > newest \
+            else "it may come from another index, or not exist"
+        return Reason(name, UNCERTAIN, f"PyPI's file list for {package} in the tables has no release {plain}: {where}", "knowledge/data/python_wheels.csv")
+    pythons = _split(row["pythons"])
+    if not pythons:
+        return Reason(name, FAIL, f"PyPI has no Linux x86_64 wheel of {package} {plain}", row["source"], "ENV_UNRESOLVABLE", "resolve")
+    if python in pythons:
+        return Reason(name, PASS, f"{package} {plain} has Linux x86_64 wheels for Python {python}", row["source"])
+    return Reason(name, FAIL, f"{package} {plain} has Linux x86_64 wheels for Python {_pythons_text(pythons)}, not {python}",
+                  row["source"], "ENV_UNRESOLVABLE", "resolve")
+
+
+def wheel_package(framework: str, variant: str) -> str | None:
+    """The PyPI package whose wheels decide which Pythons a stack can have."""
+    return {"torch": "torch", "tensorflow": "tensorflow-gpu" if variant == "gpu" else "tensorflow", "jax": "jaxlib",
+            "cupy": f"cupy-{variant}"}.get(framework)
+
+
+def predict_stack(framework: str, release: str, variant: str, cc: str | None, driver: str | None, python: str | None = None,
             cuda_runtime: str | None = None, arch: tuple | None = None) -> Prediction:
     """Expected outcome of one stack on one GPU class. `cuda_runtime` (from resolution or the
     probe) and `arch` (sass, ptx, source: from inspecting the installed build) override the tables."""
-    if not cc:
-        return combine([Reason("target", UNCERTAIN, "the GPU's compute capability is not known", "")], {})
+    cc = cc or None  # unknown: the rules that need it say so; the others (driver, Python, variant) still judge
     if framework == "torch":
         reasons, resolved = _torch(release, variant, cc, driver, cuda_runtime, arch)
     elif framework == "tensorflow":
@@ -297,6 +395,9 @@ def predict(framework: str, release: str, variant: str, cc: str | None, driver: 
         reasons, resolved = [driver_rule(cuda, driver)], {"cuda_runtime": minor_series(cuda)}
     else:
         reasons, resolved = [Reason("framework", UNCERTAIN, f"no rules for {framework!r}", "")], {}
+    package = wheel_package(framework, variant)
+    if python and package and not any(r.rule == "variant exists" and r.verdict == FAIL for r in reasons):
+        reasons = [r for r in reasons if r.rule != "wheel for this Python"] + [wheel_rule(package, release, python)]
     return combine(reasons, resolved)
 
 
@@ -313,7 +414,7 @@ def never_built(framework: str, version: str, variant: str) -> str | None:
         return None
     if framework in ("torch", "cupy"):
         # whether a variant exists does not depend on the GPU: any compute capability asks the same rule
-        reasons = predict(framework, version, variant, "8.0", None).reasons
+        reasons = predict_stack(framework, version, variant, "8.0", None).reasons
         return next((r.text for r in reasons if r.rule == "variant exists" and r.verdict == FAIL), None)
     return None
 
@@ -325,15 +426,15 @@ def suggest_fix(framework: str, release: str, cc: str, driver: str | None, predi
     if framework == "torch":
         rows = sorted(tables.table("torch_builds"), key=lambda r: (r["release"] != minor_series(release), [-int(p) for p in r["release"].split(".")]))
         for row in rows:
-            if predict("torch", f"{row['release']}+{row['variant']}", row["variant"], cc, driver).verdict == PASS:
+            if predict_stack("torch", f"{row['release']}+{row['variant']}", row["variant"], cc, driver).verdict == PASS:
                 return f"pip install 'torch=={row['release']}.*' --index-url https://download.pytorch.org/whl/{row['variant']}"
     if framework == "jax" and prediction.code in ("ARCH_UNSUPPORTED", "DRIVER_TOO_OLD"):
         for variant in ("cuda13", "cuda12"):
-            if predict("jax", release, variant, cc, driver).verdict == PASS:
+            if predict_stack("jax", release, variant, cc, driver).verdict == PASS:
                 return f"pip install 'jax[{variant}]=={release}'"
     if framework == "cupy":
         for variant in ("cuda13x", "cuda12x", "cuda11x"):
-            if predict("cupy", release, variant, cc, driver).verdict == PASS:
+            if predict_stack("cupy", release, variant, cc, driver).verdict == PASS:
                 return f"pip install cupy-{variant}"
     if prediction.code == "DRIVER_TOO_OLD":
         failing = next((r for r in prediction.reasons if r.code == "DRIVER_TOO_OLD"), None)

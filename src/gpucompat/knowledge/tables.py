@@ -12,6 +12,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from . import gpus
+
 DATA = Path(__file__).with_name("data")
 
 
@@ -41,38 +43,19 @@ def minor_series(text: str) -> str:
 
 # -- GPUs ------------------------------------------------------------------------------------
 
-_VENDOR_WORDS = {"nvidia", "tesla", "geforce"}
-
-
-def _tokens(name: str) -> list[str]:
-    words = re.split(r"[\s\-_]+", name.lower().strip())
-    return [w for w in words if w and w not in _VENDOR_WORDS]
-
-
 def gpu(name: str) -> dict | None:
-    """The table row for a device name as drivers report it ('NVIDIA A100-SXM4-40GB',
-    'Tesla V100-PCIE-16GB', 'NVIDIA GeForce RTX 4090'): the longest table name whose
-    words begin the reported name, ignoring NVIDIA/Tesla/GeForce and form factors after it."""
-    reported = _tokens(name)
-    best, best_len = None, 0
-    for row in table("gpus"):
-        words = _tokens(row["name"])
-        if words and len(words) > best_len and all(_same_word(r, w) for r, w in zip(reported, words)) and len(reported) >= len(words):
-            best, best_len = row, len(words)
-    return best
-
-
-def _same_word(reported: str, known: str) -> bool:
-    # Kepler boards report a cooling suffix: 'Tesla K40m', 'Tesla K20c'.
-    return reported == known or (reported[:-1] == known and reported[-1] in "mc" and known[-1].isdigit())
+    """The row for a GPU name as drivers report it (curated table first, then pci.ids): see gpus.lookup."""
+    return gpus.lookup(name)
 
 
 # -- drivers and CUDA ------------------------------------------------------------------------
 
-def driver_cuda(driver: str) -> dict | None:
-    """The newest CUDA whose toolkit driver minimum this driver meets (the row)."""
+def driver_cuda(driver: str, trusted_only: bool = False) -> dict | None:
+    """The newest CUDA whose toolkit driver minimum this driver meets (the row); with
+    trusted_only, among rows whose confidence is not low."""
     have = version(driver)
-    eligible = [r for r in table("cuda_drivers") if have is not None and version(r["toolkit_driver_min"]) <= have]
+    eligible = [r for r in table("cuda_drivers") if have is not None and version(r["toolkit_driver_min"]) <= have
+                and not (trusted_only and r.get("confidence") == "low")]
     return max(eligible, key=lambda r: Version(r["cuda"]), default=None)
 
 
@@ -146,10 +129,28 @@ def jax_build(release: str, variant: str) -> dict | None:
     return _newest_at_most(rows, "from_version", version(release.split("+")[0]))
 
 
-def cupy_build(release: str, variant: str) -> dict | None:
-    """The row saying CuPy's release series ships this variant (cupy-cuda12x, ...), or None."""
+def cupy_packages(variant: str) -> list[dict]:
+    """PyPI's releases of cupy-<variant>, one row per CuPy major series (first and last version)."""
+    return [r for r in table("cupy_packages") if r["variant"] == variant]
+
+
+def newest_cupy() -> Version:
+    return max(Version(r["last_version"]) for r in table("cupy_packages"))
+
+
+# -- wheels per Python -----------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _wheel_index() -> dict:
+    index: dict = {}
+    for row in table("python_wheels"):
+        index.setdefault(row["package"], {})[Version(row["version"])] = row
+    return index
+
+
+def python_wheels(package: str, release: str) -> tuple[dict | None, Version | None]:
+    """(the row of PyPI's file list for this package and release, or None; the newest release
+    the table holds for the package, or None when it holds none)."""
+    releases = _wheel_index().get(package, {})
     want = version(release.split("+")[0])
-    if want is None:
-        return None
-    return next((r for r in table("cupy_builds") if r["variant"] == variant and int(r["series"]) == want.major
-                 and (not r["from_version"] or want >= Version(r["from_version"]))), None)
+    return (releases.get(want) if want else None), max(releases, default=None)

@@ -299,6 +299,16 @@ class AdviseTable:
             yield Segment.line()
 
 
+def left_out_table(left_out: list[dict]) -> FitTable:
+    """advise --explain: each candidate not advised, with the rule that kept it out."""
+    return FitTable(f"left out ({len(left_out)})", [
+        Col("source", "Source", [_text(i["source"]) for i in left_out]),
+        Col("version", "Version", [_text(i["version"]) for i in left_out], "words"),
+        Col("variant", "Variant", [_text(i["variant"]) for i in left_out]),
+        Col("why", "Why", [_text(i["why"]) for i in left_out], "flex", 30, share=1),
+    ])
+
+
 class RichProgress:
     """sweep.Progress drawn with Rich: bars per phase, a line per finished cell, on stderr (stdout stays for --json)."""
 
@@ -338,7 +348,13 @@ VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
 def explain_text(result: dict) -> list[str]:
     """The prediction as a few lines: verdict first, then each rule with its source."""
     t = result["target"]
-    gpu = f"{t['gpu']} (CC {t['cc']})" if t["gpu"] else f"compute capability {t['cc']}"
+    if not t["gpu"]:
+        gpu = f"compute capability {t['cc']}"
+    elif t["cc"] is None:
+        gpu = f"{t['gpu']} (compute capability unknown: the knowledge holds no such GPU name; give --cc)"
+    else:
+        alias = f"known as {t['matched']}, " if t.get("matched") and t["matched"] != t["gpu"] else ""
+        gpu = f"{t['gpu']} ({alias}CC {t['cc']})"
     verdict = result["verdict"].upper() + (f" {result['code']} at {result['stage']}" if result["code"] else "")
     lines = [f"{escape(result['spec'])} on {escape(gpu)}, driver {escape(t['driver'])} (CUDA {t['driver_cuda'] or '?'}): "
              f"[{VERDICT_STYLE[result['verdict']]}]{verdict}[/]"]
