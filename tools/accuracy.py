@@ -1,139 +1,266 @@
-"""Measure the predictor: docs/accuracy.md is this script's output.
+"""Measure the predictor against what really happened: docs/accuracy.md is this script's output.
 
     python tools/accuracy.py > docs/accuracy.md
 
-(a) the CHTC 2022 seed's sample table, (b) PyTorch's published support matrix
-(the rows of knowledge/data/torch_builds.csv taken from RELEASE.md), (c) the real runs
-stored under docs/evidence/ (every cell that has both a prediction and an observation).
+(a) real cases from public bug reports (tools/facts/accuracy_cases_*.csv: each with its URL, the
+versions as the reporter gave them, and what happened), (b) the real GPU runs stored under
+docs/evidence/ (every cell with both a prediction and an observation), (c) wheels read with
+`gpucompat inspect` (docs/evidence/wheels/*.json) against the arch lists in the tables.
+A case is *agree* (same verdict, and for a failure the same code), *confident wrong* (a pass
+or fail that did not happen), *uncertain* (the predictor said it cannot judge) or *unanswered*
+(the report lacks what any prediction needs: the version).
 """
 
 from __future__ import annotations
 
+import csv
+import json
+import re
 import sqlite3
 import sys
 from collections import Counter
 from pathlib import Path
 
 from gpucompat.knowledge import tables
-from gpucompat.knowledge.rules import predict
+from gpucompat.knowledge.rules import predict_stack
 
 REPO = Path(__file__).resolve().parent.parent
-CHTC_DRIVER = "515.43.04"  # CUDA 11.7: the newest driver CUDA the talk shows in the pool
-NEW_DRIVER = "580.65.06"
+FACTS = REPO / "tools" / "facts"
+PLAIN_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,2}", re.ASCII)
 
 
-def chtc_rows():
-    """The seed's two tables, with its CUDA ranges expanded to one row per minor version."""
-    for fw, version in (("tensorflow", "2.6.0"), ("tensorflow", "2.7.0"), ("torch", "1.10.0"), ("torch", "1.11.0")):
-        for cc in ("7.5", "8.0"):
-            for minor in range(1, 6):
-                yield fw, version, cc, f"11.{minor}", "PASS"
-    yield "tensorflow", "2.4.0", "8.0", "11.4", "ENV_UNRESOLVABLE"
-    yield "tensorflow", "2.6.0", "8.0", "11.6", "NO_MATCH"
-    yield "torch", "1.11.0", "8.0", "11.1", "ENV_UNRESOLVABLE"
-    yield "torch", "1.11.0", "8.0", "11.6", "NO_MATCH"
+def cases() -> list[dict]:
+    rows = []
+    for path in sorted(FACTS.glob("accuracy_cases_*.csv")):
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows += list(csv.DictReader(handle))
+    return rows
 
 
-def outcome(expected: str, prediction) -> str:
+def notes() -> dict[str, str]:
+    path = FACTS / "accuracy_notes.csv"
+    if not path.exists():
+        return {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        return {r["case"]: r["why"] for r in csv.DictReader(handle)}
+
+
+def variant_of(case: dict) -> str:
+    """The reporter's variant in gpucompat's words; a variant not stated is the framework's plain install
+    (for CuPy there is none: `pip install cupy` builds from source, so an unstated package stays unknown)."""
+    framework, variant = case["framework"], case["variant"].strip()
+    local = re.search(r"\+(cu[0-9]+|cpu)", case["version"])
+    if framework == "torch":
+        return local.group(1) if local else (variant if re.fullmatch(r"cu[0-9]+|cpu", variant) else "default")
+    if framework == "tensorflow":
+        return {"gpu": "gpu", "and-cuda": "and-cuda"}.get(variant, "plain")
+    if framework == "jax":
+        old_local = re.fullmatch(r"cuda([0-9]{2,3})\.cudnn([0-9]{2,3})", variant)
+        if old_local:  # jaxlib 0.x.y+cuda11.cudnn82 is what jax[cuda11_cudnn82] installed
+            variant = f"cuda{old_local.group(1)}_cudnn{old_local.group(2)}"
+        if re.fullmatch(r"cpu|cuda([0-9]{2,3})?(_pip|_local|_cudnn[0-9]{2,3})?", variant):
+            if tables.jax_build(case["version"], variant) is None and tables.version(case["version"]) and \
+                    tables.version(case["version"]) < tables.version("0.2.11"):
+                return f"jaxlib+{variant}"  # before jax had CUDA extras: a jaxlib wheel from Google's index, not an extra
+            return variant
+        # not stated: the CUDA extra of that era, jax[cuda] (CUDA 11, then 12) until jax[cuda12] replaced it
+        return "cuda" if tables.jax_build(case["version"], "cuda") else "cuda12"
+    if framework == "cupy":
+        return variant if re.fullmatch(r"cuda[0-9]{2,3}x?", variant) else "source"
+    return variant
+
+
+def predict_case(case: dict, assume_driver: bool = False):
+    """The prediction for one reported case, or None when the report gives no version to judge.
+    With assume_driver, a driver the report does not state is taken as the oldest one that supports
+    the stack's CUDA (the report is about the stack, not the driver); a stated driver is always used."""
+    raw = case["version"].strip().split("+")[0]
+    if tables.version(raw) is None:
+        plain = PLAIN_VERSION.match(raw)
+        if not plain:
+            return None
+        raw = plain.group(0)
+    cc = case["cc"].strip() or None
+    if cc is None and case["gpu"].strip():
+        row = tables.gpu(case["gpu"])
+        cc = row["cc"] if row else None
+    driver = case["driver"].strip()
+    driver = driver if re.fullmatch(r"[0-9]{3}(\.[0-9]+){1,2}", driver) else None  # '535' alone is no driver version
+    python = ".".join(case["python"].strip().split(".")[:2]) or None
+    variant = variant_of(case)
+    release = raw + (f"+{variant}" if case["framework"] == "torch" and variant.startswith("cu") else "")
+    prediction = predict_stack(case["framework"], release, variant, cc, driver, python)
+    cuda = prediction.resolved.get("cuda_runtime")
+    if assume_driver and driver is None and cuda:
+        # 'just new enough': the toolkit minimum of that CUDA, or for a whole major (jax, cupy-cudaXXx) its compatibility floor
+        floor = tables.compat_floor(int(cuda.split(".")[0])) if cuda.endswith(".x") else None
+        row = tables.cuda_row(cuda.replace(".x", ".0"))
+        assumed = floor["compat_driver_min"] if floor else (row["toolkit_driver_min"] if row else None)
+        if assumed:
+            prediction = predict_stack(case["framework"], release, variant, cc, assumed, python)
+    return prediction
+
+
+def judge(case: dict, prediction) -> str:
+    if prediction is None:
+        return "unanswered"
     if prediction.verdict == "uncertain":
         return "uncertain"
-    if expected == "PASS":
-        return "agree" if prediction.verdict == "pass" else "disagree"
-    return "agree" if prediction.verdict == "fail" and prediction.code == expected else "disagree"
+    observed_pass = case["observed"].strip() == "pass"
+    if prediction.verdict == "pass":
+        return "agree" if observed_pass else "confident wrong"
+    return "agree" if not observed_pass and prediction.code == case["observed_code"].strip() else "confident wrong"
 
 
-def section_a(lines: list[str]) -> None:
-    lines += ["## (a) The CHTC 2022 sample output (seed)", "",
-              f"Each seed row, its CUDA range expanded; driver {CHTC_DRIVER} (CUDA 11.7, the newest the talk shows in the pool); "
-              "for PyTorch the pip build named by that CUDA (cuXYZ), for TensorFlow its tested build.", "",
-              "| framework | version | CC | CUDA | seed | predicted | result | why |", "|---|---|---|---|---|---|---|---|"]
-    counts = Counter()
-    for fw, version, cc, cuda, expected in chtc_rows():
-        if fw == "torch":
-            p = predict(fw, version, f"cu{cuda.replace('.', '')}", cc, CHTC_DRIVER)
-        else:
-            p = predict(fw, version, "and-cuda", cc, CHTC_DRIVER, cuda_runtime=cuda)
-        result = outcome(expected, p)
-        counts[result] += 1
-        deciding = next((r for r in p.reasons if r.verdict == p.verdict), p.reasons[0])
-        lines.append(f"| {fw} | {version} | {cc} | {cuda} | {expected} | {p.verdict} {p.code or ''} | {result} | {deciding.text} |")
-    lines += ["", f"**{counts['agree']} agree, {counts['disagree']} disagree, {counts['uncertain']} uncertain.**", "",
-              "Disagreements explained:",
-              "- PyTorch 1.10 with CUDA 11.2/11.4/11.5 and 1.11 with 11.1/11.2/11.4: PyTorch published no pip build for those CUDA "
-              "versions (1.10: cu102, cu111, cu113; 1.11: cu102, cu113, cu115), so the predictor says ENV_UNRESOLVABLE. CHTC installed "
-              "with conda, where `cudatoolkit=11.x` runs a PyTorch built for another 11.x under minor-version compatibility; the seed's "
-              "collapsed range 11.1-11.5 also contradicts its own invalid row (PT 1.11, 8.0, 11.1). gpucompat models pip wheels; a "
-              "conda provider is not built yet.",
-              "- NO_MATCH rows: no node in CHTC's pool advertised CUDA 11.6. That is a fact about the pool, not the stack: the predictor "
-              "cannot know it and predicts the stack itself.",
-              "- TensorFlow 2.4 with CUDA 11.4 (conda could not resolve `tensorflow-gpu=2.4` with `cudatoolkit=11.4`): the tables hold "
-              "TensorFlow's tested CUDA (11.0), not conda's pins, and a newer runtime is allowed under minor-version compatibility.",
-              "- Uncertain TensorFlow rows: TensorFlow's architecture list is not in the tables, so the predictor does not guess.", ""]
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
-def section_b(lines: list[str]) -> None:
-    ccs = ("5.0", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
-    rows = [r for r in tables.table("torch_builds") if "RELEASE.md" in r["source"]]
-    lines += ["## (b) PyTorch's published support matrix", "",
-              f"Every (release, CUDA variant) whose arch list comes from PyTorch's RELEASE.md support matrix ({len(rows)} builds), on "
-              f"{len(ccs)} compute capabilities, driver {NEW_DRIVER}. *Published* means the matrix lists that exact sm_XY.", "",
-              "| release | variant | published | predicted pass | agree | disagree | uncertain |", "|---|---|---|---|---|---|---|"]
+def _said(prediction) -> tuple[str, str]:
+    if prediction is None:
+        return "—", "the report names no version"
+    deciding = next((r.text for r in prediction.reasons if r.verdict == prediction.verdict), "") or \
+        next((r.text for r in prediction.reasons if r.verdict == "uncertain"), "")
+    return f"{prediction.verdict} {prediction.code or ''}".strip(), deciding
+
+
+def _summary(title: str, by_framework: dict) -> list[str]:
     total = Counter()
-    reasons = Counter()
-    for row in rows:
-        counts = Counter()
-        listed = set(row["sass"].split(";"))
-        for cc in ccs:
-            p = predict("torch", f"{row['release']}+{row['variant']}", row["variant"], cc, NEW_DRIVER)
-            if p.verdict == "uncertain":
-                counts["uncertain"] += 1
-                continue
-            published = f"sm_{cc.replace('.', '')}" in listed
-            if published == (p.verdict == "pass"):
-                counts["agree"] += 1
-            else:
-                counts["disagree"] += 1
-                reasons[p.code or ("pass by SASS of the same major" if p.verdict == "pass" else "?")] += 1
-        total += counts
-        lines.append(f"| {row['release']} | {row['variant']} | {row['sass'].replace(';', ' ')} | "
-                     f"{sum(1 for cc in ccs if predict('torch', row['release'] + '+' + row['variant'], row['variant'], cc, NEW_DRIVER).verdict == 'pass')} | "
-                     f"{counts['agree']} | {counts['disagree']} | {counts['uncertain']} |")
-    lines += ["", f"**{total['agree']} agree, {total['disagree']} disagree, {total['uncertain']} uncertain.**", "",
-              "Every disagreement is the same one: " + ", ".join(f"{k} ({v})" for k, v in reasons.items()) + ". The matrix lists the "
-              "architectures PyTorch compiled; NVIDIA's binary compatibility runs SASS for sm_X.Y on every device of major X with minor "
-              ">= Y (CUDA C++ Programming Guide, 'Binary Compatibility'), so a build with sm_86 also runs on an sm_89 L40S and one "
-              "with sm_60 on an sm_61 GTX 1080. The predictor says pass there on purpose. Where drivers or CUDA 13 drop an "
-              "architecture (compute capability below 7.5 with cu130), predicted and published agree on the failure.", ""]
+    lines = [f"**{title}**", "", "| | agree | confident wrong | uncertain | unanswered | total |", "|---|---|---|---|---|---|"]
+    for framework, c in sorted(by_framework.items()):
+        total += c
+        lines.append(f"| {framework} | {c['agree']} | {c['confident wrong']} | {c['uncertain']} | {c['unanswered']} | {sum(c.values())} |")
+    n = sum(total.values())
+    verdicts = total["agree"] + total["confident wrong"]
+    lines += [f"| **all** | **{total['agree']}** | **{total['confident wrong']}** | **{total['uncertain']}** | **{total['unanswered']}** | **{n}** |", "",
+              f"{total['agree']} of {n} agree ({100 * total['agree'] / n:.0f} %); of the {verdicts} cases given a verdict, "
+              f"{100 * total['agree'] / max(verdicts, 1):.0f} % agree and {total['confident wrong']} are confidently wrong.", ""]
+    return lines
 
 
-def section_c(lines: list[str]) -> None:
-    lines += ["## (c) Real GPU runs (docs/evidence/)", "", "| evidence | cell | predicted | observed | result |", "|---|---|---|---|---|"]
+def section_cases(lines: list[str]) -> None:
+    why_by_case = notes()
+    rows, strict, assumed = [], {}, {}
+    for case in cases():
+        first, second = predict_case(case), predict_case(case, assume_driver=True)
+        result, result2 = judge(case, first), judge(case, second)
+        strict.setdefault(case["framework"], Counter())[result] += 1
+        assumed.setdefault(case["framework"], Counter())[result2] += 1
+        said, _ = _said(first)
+        said2, deciding = _said(second)
+        what = f"{case['observed']} {case['observed_code']}".strip()
+        target = case["gpu"] or (f"CC {case['cc']}" if case["cc"] else "GPU not stated")
+        stack = f"{case['framework']} {case['version']}" + (f" [{case['variant']}]" if case["variant"] else "")
+        extra = ", ".join(x for x in (f"driver {case['driver']}" if case["driver"] else "", f"Python {case['python']}" if case["python"] else "") if x)
+        note = why_by_case.get(case["case"], "") if "agree" not in (result, result2) or result2 != "agree" else ""
+        rows.append(f"| [{case['case']}]({case['url']}) | {_cell(stack)} | {_cell(target)}{'; ' + _cell(extra) if extra else ''} | {what} | "
+                    f"{said} | {result} | {said2} | **{result2}** | {_cell(deciding)}{' — *' + _cell(note) + '*' if note else ''} |")
+    total = sum(sum(c.values()) for c in strict.values())
+    lines += ["## (a) Real cases from public bug reports", "",
+              f"{total} cases collected from the PyTorch, TensorFlow, JAX and CuPy issue trackers and the projects that use them "
+              "(`tools/facts/accuracy_cases_torch.csv`, `tools/facts/accuracy_cases_other.csv`): each with its URL, the versions exactly "
+              "as the reporter gave them, the GPU, driver and Python where stated, and what happened. The predictor is given only "
+              "what the reporter stated: a GPU name is mapped to its compute capability by the knowledge itself; a driver given "
+              "as a branch number only ('535') is not used; a variant not stated is the plain `pip install` of that framework.", "",
+              "Most reports do not state the driver, and a prediction of *pass* needs one (any stack fails on a driver too old for "
+              "its CUDA). So the cases are scored twice: with the stated facts only, and with a driver the report does not state "
+              "taken as the oldest that supports the stack's CUDA (the report is about the stack; a stated driver is always used, "
+              "and every case that reports DRIVER_TOO_OLD states one).", "",
+              *_summary("Stated facts only", strict), *_summary("A driver the report does not state taken as just new enough", assumed),
+              "Every miss (a result other than *agree* in the second scoring) is explained in italics after the predictor's reason.", "",
+              "| case | stack | GPU | happened | predicted (stated) | result | predicted (driver assumed) | result | the predictor's reason — *why it missed* |",
+              "|---|---|---|---|---|---|---|---|---|", *rows, ""]
+
+
+def section_evidence(lines: list[str]) -> Counter:
+    lines += ["## (b) Real GPU runs (docs/evidence/)", "",
+              "Every cell of the stores committed under docs/evidence/ that has both a prediction (made before the job ran) and an "
+              "observation.", "", "| evidence | cell | predicted | observed | result |", "|---|---|---|---|---|"]
     counts = Counter()
     for db in sorted((REPO / "docs" / "evidence").glob("*/*.db")):
-        with sqlite3.connect(db) as conn:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
             if not conn.execute("SELECT name FROM sqlite_master WHERE name='predictions'").fetchone():
                 continue
-            query = ("SELECT s.framework, s.version, t.name, p.verdict, p.code, r.code FROM cells c JOIN stacks s ON s.id=c.stack_id "
+            query = ("SELECT s.framework, s.version, s.variant, t.name, p.verdict, p.code, r.code FROM cells c JOIN stacks s ON s.id=c.stack_id "
                      "JOIN targets t ON t.id=c.target_id JOIN predictions p ON p.cell_id=c.id JOIN results r ON r.cell_id=c.id")
-            for fw, version, gpu, verdict, code, observed in conn.execute(query):
+            for fw, version, variant, gpu, verdict, code, observed in conn.execute(query):
+                if observed == "UNTESTED":
+                    continue  # the test could not be carried out: nothing to compare
                 if verdict == "uncertain":
                     result = "uncertain"
                 elif verdict == "pass":
-                    result = "agree" if observed == "PASS" else "disagree"
+                    result = "agree" if observed == "PASS" else "confident wrong"
                 else:
-                    result = "agree" if observed == code else "disagree"
+                    result = "agree" if observed == code else "confident wrong"
                 counts[result] += 1
-                lines.append(f"| {db.parent.name}/{db.name} | {fw} {version} on {gpu} | {verdict} {code or ''} | {observed} | {result} |")
-    lines += ["", f"**{counts['agree']} agree, {counts['disagree']} disagree, {counts['uncertain']} uncertain.**", ""]
+                lines.append(f"| {db.parent.name}/{db.name} | {fw} {version} [{variant}] on {gpu} | {verdict} {code or ''} | {observed} | {result} |")
+    lines += ["", f"**{counts['agree']} agree, {counts['confident wrong']} confident wrong, {counts['uncertain']} uncertain.**", ""]
+    return counts
+
+
+WHEEL_NAME = re.compile(r"(torch|tensorflow|jaxlib|jax_cuda1[0-9]_plugin|cupy_cuda[0-9]+x?)-([0-9.]+)", re.ASCII)
+
+
+def table_archs(package: str, version: str) -> tuple[list[str], list[str], str] | None:
+    """The tables' SASS and PTX list for the build a wheel is, or None where they hold none."""
+    series = tables.minor_series(version)
+    if package == "torch":
+        default = tables.torch_default(version)
+        row = tables.torch_build(version, default["variant"]) if default else None
+    elif package == "tensorflow":
+        row = tables.tensorflow_build(version)
+    elif package in ("jaxlib", "jax_cuda12_plugin", "jax_cuda13_plugin"):
+        variant = "cuda13" if "13" in package else "cuda12"
+        row = tables.jax_build(version, variant)
+    else:
+        return None
+    if not row or not (row.get("sass") or row.get("ptx")):
+        return None
+    return [s for s in row["sass"].split(";") if s], [p for p in row.get("ptx", "").split(";") if p], f"{package} {series}"
+
+
+def section_wheels(lines: list[str]) -> Counter:
+    lines += ["## (c) Wheels read with `gpucompat inspect` against the tables", "",
+              "Each wheel was downloaded from PyPI and read by `gpucompat inspect` (the ELF `.nv_fatbin` sections of every "
+              "library in it); docs/evidence/wheels/ has the command and its JSON. *Agree* means the SASS the tables hold for that "
+              "build is exactly what the wheel carries.", "",
+              "| wheel | tables: SASS / PTX | wheel: SASS / PTX | result |", "|---|---|---|---|"]
+    counts = Counter()
+    for path in sorted((REPO / "docs" / "evidence" / "wheels").glob("*.json")):
+        data = json.loads(path.read_text())
+        found = WHEEL_NAME.match(Path(data["target"]).name)
+        if not found:
+            continue
+        package, version = found.group(1), found.group(2).rstrip(".")
+        held = table_archs(package, version)
+        wheel_sass = sorted(set(data["sass"]), key=_arch_key)
+        wheel_ptx = sorted(set(data["ptx"]), key=_arch_key)
+        if held is None:
+            result = "no row in the tables"
+        else:
+            result = "agree" if sorted(set(held[0]), key=_arch_key) == wheel_sass else "differs"
+        counts[result] += 1
+        shown = f"{' '.join(held[0])} / {' '.join(held[1]) or '—'}" if held else "—"
+        lines.append(f"| {Path(data['target']).name} | {shown} | {' '.join(wheel_sass) or '—'} / {' '.join(wheel_ptx) or '—'} | {result} |")
+    lines += ["", ", ".join(f"**{v} {k}**" for k, v in counts.items()) + ".", ""]
+    return counts
+
+
+def _arch_key(text: str):
+    digits = re.search(r"[0-9]+", text)
+    return (int(digits.group(0)) if digits else 0, text)
 
 
 def main() -> None:
     lines = ["# Accuracy of the predictor", "",
-             "Generated by `python tools/accuracy.py > docs/accuracy.md` from the knowledge tables in this repository; "
-             "nothing here is typed by hand except the explanations.", ""]
-    section_a(lines)
-    section_b(lines)
-    section_c(lines)
+             "Generated by `python tools/accuracy.py > docs/accuracy.md`; nothing here is typed by hand except the cases' facts "
+             "(collected from the reports, `tools/facts/accuracy_cases_*.csv`) and the explanations of misses "
+             "(`tools/facts/accuracy_notes.csv`). The predictor is `gpucompat explain`'s: the knowledge tables and rules of this "
+             "repository, offline. Earlier versions of this page scored the predictor against the very table it predicts from; "
+             "that proved consistency, not accuracy, and is gone.", ""]
+    section_cases(lines)
+    section_evidence(lines)
+    section_wheels(lines)
     sys.stdout.write("\n".join(lines) + "\n")
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
+from fnmatch import fnmatchcase
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from . import tables
@@ -245,6 +247,13 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
     if variant == "cpu":
         reasons.append(Reason("CPU build", FAIL, "the cpu variant of torch has no CUDA support", "https://pytorch.org/get-started/locally/", "NO_DEVICE", "device"))
         return reasons, resolved
+    plain = version(release.split("+")[0])
+    if plain is not None and plain.is_prerelease:  # nightlies and release candidates: builds of their own
+        reasons += [Reason("torch build", UNCERTAIN, f"torch {release} is a nightly or pre-release build; the tables hold releases only",
+                           "knowledge/data/torch_builds.csv")]
+        cuda = cuda_runtime or (f"{variant[2:-1]}.{variant[-1]}" if re.fullmatch(r"cu[0-9]{3}", variant, re.ASCII) else None)
+        reasons += [driver_rule(cuda, driver)] + ([toolkit_window_rule(cuda, cc)] if cuda else [])
+        return reasons, {"variant": variant, "cuda_runtime": cuda}
     build = tables.torch_build(release, variant)
     siblings = [r for r in tables.table("torch_builds") if r["release"] == minor_series(release)]
     if not siblings:
@@ -293,6 +302,15 @@ def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: 
     if variant == "cpu":
         return [Reason("CPU build", FAIL, "jax without a CUDA extra runs on the CPU only", "https://docs.jax.dev/en/latest/installation.html", "NO_DEVICE", "device")], {}
     build = tables.jax_build(release, variant)
+    rows = [r for r in tables.table("jax_builds") if r["variant"] == variant]
+    want = version(release.split("+")[0])
+    if build is None and rows and want is not None and not tables.past_newest("jax", release):
+        first = min((Version(r["from_version"]) for r in rows))
+        last = max((Version(r["to_version"]) for r in rows if r.get("to_version")), default=None)
+        if want < first or (last is not None and all(r.get("to_version") for r in rows) and want > last):
+            span = f"jax {first} to {last}" if last and want > last else f"jax {first} on"
+            return [Reason("variant exists", FAIL, f"jax {release} has no [{variant}] extra (it existed for {span}); pip ignores an "
+                           f"unknown extra and installs jax for the CPU only", rows[0]["source"], "NO_DEVICE", "device")], {}
     if build is None:
         newest = tables.newest_release("jax")
         oldest = min((r["from_version"] for r in tables.table("jax_builds") if r["variant"] == variant), key=Version, default=None)
@@ -305,7 +323,9 @@ def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: 
     reasons = minimum_rule(f"jax[{variant}]", cc, driver, build["min_cc"], build["min_driver"], build["source"])
     if cuda_runtime:
         reasons.append(driver_rule(cuda_runtime, driver))
-    elif driver and not reasons:
+    elif driver is None:
+        reasons.append(Reason(f"jax[{variant}] minimum driver", UNCERTAIN, "the driver version is not known, so driver support cannot be judged", ""))
+    elif not any(r.rule.endswith("minimum driver") for r in reasons):
         reasons.append(Reason(f"jax[{variant}] minimum driver", PASS, f"driver {driver} >= {build['min_driver']}", build["source"]))
     reasons.append(arch_rule(cc, sass, ptx, source, cuda_runtime, driver))
     return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx}
@@ -329,12 +349,15 @@ def _cupy(release: str, variant: str, cc: str, driver: str | None, cuda_runtime:
                driver_rule(cuda, driver)]
     if cuda:
         window = toolkit_window_rule(cuda, cc)
-        if window.verdict == UNCERTAIN and window.source:
-            # NVRTC builds for the device in hand at run time: SASS where it knows the device, else PTX of its
-            # newest target, which the driver JIT-compiles (cupy/cuda/compiler.py _get_arch: the device CC capped at NVRTC's newest)
-            window = Reason("CUDA toolkit targets", PASS, f"NVRTC of CUDA {cuda} can compile for compute capability {cc}"
-                            + (" (as PTX of its newest target, JIT-compiled by the driver)" if window.warning else ""),
-                            window.source, warning=window.warning)
+        if window.verdict == UNCERTAIN and window.source and not window.warning:
+            # NVRTC builds for the device in hand at run time (cupy/cuda/compiler.py _get_arch: the device CC capped at NVRTC's newest)
+            window = Reason("CUDA toolkit targets", PASS, f"NVRTC of CUDA {cuda} can compile for compute capability {cc}", window.source)
+        elif window.verdict == UNCERTAIN and window.source:
+            # a GPU newer than the toolkit: CuPy then compiles PTX of NVRTC's newest target for the driver to JIT, but its
+            # precompiled CUB kernels have no such fallback (cupy-cuda12x on Blackwell before CUDA 12.8: CUDA_ERROR_NO_BINARY_FOR_GPU)
+            window = Reason("CUDA toolkit targets", UNCERTAIN, f"compute capability {cc} is newer than every target of CUDA {cuda}: CuPy's "
+                            "own kernels can run by PTX JIT, its precompiled ones may not; it depends on the CUDA libraries installed",
+                            "https://github.com/cupy/cupy/issues/9106 ; https://github.com/cupy/cupy/issues/9121")
         reasons.append(window)
     return reasons, {"cuda_runtime": cuda}
 
@@ -371,6 +394,21 @@ def wheel_rule(package: str, release: str, python: str) -> Reason:
                   row["source"], "ENV_UNRESOLVABLE", "resolve")
 
 
+def defect_rules(framework: str, release: str, variant: str, cc: str | None) -> list[Reason]:
+    """Known upstream defects (knowledge/data/known_defects.csv, each row sourced to the upstream
+    issue) that break a release on some GPUs although the published minimums say it should run."""
+    want = version(release.split("+")[0])
+    reasons = []
+    for row in tables.known_defects(framework):
+        if want is None or not SpecifierSet(row["versions"]).contains(want, prereleases=True) or not fnmatchcase(variant, row["variants"]):
+            continue
+        if row["cc"] and cc is None:
+            reasons.append(Reason("known defect", UNCERTAIN, f"{row['text']} (on compute capability {row['cc']}; this GPU's is not known)", row["source"]))
+        elif not row["cc"] or SpecifierSet(row["cc"]).contains(Version(cc)):
+            reasons.append(Reason("known defect", FAIL, row["text"], row["source"], row["code"], row["stage"]))
+    return reasons
+
+
 def wheel_package(framework: str, variant: str) -> str | None:
     """The PyPI package whose wheels decide which Pythons a stack can have."""
     return {"torch": "torch", "tensorflow": "tensorflow-gpu" if variant == "gpu" else "tensorflow", "jax": "jaxlib",
@@ -395,6 +433,7 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
         reasons, resolved = [driver_rule(cuda, driver)], {"cuda_runtime": minor_series(cuda)}
     else:
         reasons, resolved = [Reason("framework", UNCERTAIN, f"no rules for {framework!r}", "")], {}
+    reasons += defect_rules(framework, release, variant, cc)
     package = wheel_package(framework, variant)
     if python and package and not any(r.rule == "variant exists" and r.verdict == FAIL for r in reasons):
         reasons = [r for r in reasons if r.rule != "wheel for this Python"] + [wheel_rule(package, release, python)]
@@ -404,15 +443,7 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
 def never_built(framework: str, version: str, variant: str) -> str | None:
     """The knowledge's sentence when this variant was never built for this version, else None
     (also None where the tables do not know the version: that is for the resolver to find out)."""
-    if framework == "jax" and variant != "cpu":
-        rows = [r for r in tables.table("jax_builds") if r["variant"] == variant]
-        newest = tables.newest_release("jax")
-        known = newest is None or tables.version(tables.minor_series(version)) <= tables.version(newest["newest"])
-        oldest = min((tables.version(r["from_version"]) for r in rows), default=None)
-        if known and (oldest is None or tables.version(version) < oldest):
-            return f"jax[{variant}] was first published with jax {oldest}" if oldest else f"the knowledge holds no jax[{variant}] release"
-        return None
-    if framework in ("torch", "cupy"):
+    if framework in ("torch", "cupy", "jax") and variant != "cpu":
         # whether a variant exists does not depend on the GPU: any compute capability asks the same rule
         reasons = predict_stack(framework, version, variant, "8.0", None).reasons
         return next((r.text for r in reasons if r.rule == "variant exists" and r.verdict == FAIL), None)

@@ -115,7 +115,7 @@ def newest_release(framework: str) -> dict | None:
     return next((r for r in table("newest_releases") if r["framework"] == framework), None)
 
 
-def _past_newest(framework: str, release: str) -> bool:
+def past_newest(framework: str, release: str) -> bool:
     newest, want = newest_release(framework), version(minor_series(release))
     return want is None or (newest is not None and want > Version(newest["newest"]))
 
@@ -123,10 +123,12 @@ def _past_newest(framework: str, release: str) -> bool:
 def jax_build(release: str, variant: str) -> dict | None:
     """The newest row for this variant that is not newer than the release; None past the
     newest release the tables know."""
-    if _past_newest("jax", release):
+    if past_newest("jax", release):
         return None
-    rows = [r for r in table("jax_builds") if r["variant"] == variant]
-    return _newest_at_most(rows, "from_version", version(release.split("+")[0]))
+    want = version(release.split("+")[0])
+    row = _newest_at_most([r for r in table("jax_builds") if r["variant"] == variant], "from_version", want)
+    retired = row is not None and row.get("to_version") and want > Version(row["to_version"])
+    return None if retired else row
 
 
 def cupy_packages(variant: str) -> list[dict]:
@@ -136,6 +138,10 @@ def cupy_packages(variant: str) -> list[dict]:
 
 def newest_cupy() -> Version:
     return max(Version(r["last_version"]) for r in table("cupy_packages"))
+
+
+def known_defects(framework: str) -> list[dict]:
+    return [r for r in table("known_defects") if r["framework"] == framework]
 
 
 # -- wheels per Python -----------------------------------------------------------------------
