@@ -128,7 +128,10 @@ def test_toolkit_window_and_python():
     (("torch", "2.11.0", "default", "7.0", "580.159.04"), "fail", "ARCH_UNSUPPORTED"),  # V100 dropped from cu130
     (("torch", "2.4.1", "cpu", "8.0", "535.104.05"), "fail", "NO_DEVICE"),
     (("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05"), "fail", "ARCH_UNSUPPORTED"),
-    (("tensorflow", "2.15.0", "and-cuda", "8.0", "535.104.05"), "uncertain", None),  # its arch list is not known
+    (("tensorflow", "2.15.0", "and-cuda", "8.0", "535.104.05"), "pass", None),  # sm_80 in its wheel (docs/evidence/wheels)
+    (("tensorflow", "2.15.0", "and-cuda", "12.0", "570.86.10"), "pass", None),  # compute_80 PTX JIT-compiled (2.15 predates the known defect)
+    (("tensorflow", "2.17.0", "and-cuda", "12.0", "570.86.10"), "fail", "ARCH_UNSUPPORTED"),  # known defect: PTX JIT fails on sm_120
+    (("tensorflow", "2.15.0", "plain", "8.0", "535.104.05"), "uncertain", None),  # plain tensorflow brings no CUDA libraries
     (("jax", "0.8.0", "cuda13", "7.0", "580.65.06"), "fail", "ARCH_UNSUPPORTED"),
     (("jax", "0.8.0", "cuda13", "9.0", "535.104.05"), "fail", "DRIVER_TOO_OLD"),
     (("cuda-runtime", "13.5", "default", "9.0", "580.159.04"), "pass", None),  # seen on the H200: docs/evidence
@@ -161,7 +164,8 @@ def test_explain_errors(args, message):
 
 
 def test_explain_cli_json_and_text():
-    data = json.loads(run_cli("explain", "jax[cuda12]==0.4.30", "--cc", "9.0", "--driver", "535.104.05", "--json", check=0).stdout)
+    # the 0.4.30 plugin wheel has SASS up to sm_90 and PTX compute_90 (docs/evidence/wheels): a B200 runs it by PTX JIT
+    data = json.loads(run_cli("explain", "jax[cuda12]==0.4.30", "--cc", "10.0", "--driver", "570.86.10", "--json", check=0).stdout)
     assert data["verdict"] == "pass" and any("PTX JIT" in w for w in data["warnings"])
     text = run_cli("explain", "cuda-runtime==13.0", "--gpu", "Tesla V100-PCIE-16GB", "--driver", "535.104.05", check=0).stdout
     assert "FAIL DRIVER_TOO_OLD" in text and "source:" in text

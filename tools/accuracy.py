@@ -56,8 +56,9 @@ def variant_of(case: dict) -> str:
         return {"gpu": "gpu", "and-cuda": "and-cuda"}.get(variant, "plain")
     if framework == "jax":
         old_local = re.fullmatch(r"cuda([0-9]{2,3})\.cudnn([0-9]{2,3})", variant)
-        if old_local:  # jaxlib 0.x.y+cuda11.cudnn82 is what jax[cuda11_cudnn82] installed
-            variant = f"cuda{old_local.group(1)}_cudnn{old_local.group(2)}"
+        if old_local:  # jaxlib 0.x.y+cuda11.cudnn82 is what jax[cuda11_cudnn82] (later jax[cuda11_pip]/[cuda11_local]) installed
+            named = [f"cuda{old_local.group(1)}_cudnn{old_local.group(2)}", f"cuda{old_local.group(1)}_pip", f"cuda{old_local.group(1)}_local"]
+            variant = next((v for v in named if tables.jax_build(case["version"], v)), named[0])
         if re.fullmatch(r"cpu|cuda([0-9]{2,3})?(_pip|_local|_cudnn[0-9]{2,3})?", variant):
             if tables.jax_build(case["version"], variant) is None and tables.version(case["version"]) and \
                     tables.version(case["version"]) < tables.version("0.2.11"):
@@ -178,7 +179,7 @@ def section_evidence(lines: list[str]) -> Counter:
               "observation.", "", "| evidence | cell | predicted | observed | result |", "|---|---|---|---|---|"]
     counts = Counter()
     for db in sorted((REPO / "docs" / "evidence").glob("*/*.db")):
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        with sqlite3.connect(f"file:{db}?immutable=1", uri=True) as conn:
             if not conn.execute("SELECT name FROM sqlite_master WHERE name='predictions'").fetchone():
                 continue
             query = ("SELECT s.framework, s.version, s.variant, t.name, p.verdict, p.code, r.code FROM cells c JOIN stacks s ON s.id=c.stack_id "
@@ -198,50 +199,33 @@ def section_evidence(lines: list[str]) -> Counter:
     return counts
 
 
-WHEEL_NAME = re.compile(r"(torch|tensorflow|jaxlib|jax_cuda1[0-9]_plugin|cupy_cuda[0-9]+x?)-([0-9.]+)", re.ASCII)
-
-
-def table_archs(package: str, version: str) -> tuple[list[str], list[str], str] | None:
-    """The tables' SASS and PTX list for the build a wheel is, or None where they hold none."""
-    series = tables.minor_series(version)
-    if package == "torch":
-        default = tables.torch_default(version)
-        row = tables.torch_build(version, default["variant"]) if default else None
-    elif package == "tensorflow":
-        row = tables.tensorflow_build(version)
-    elif package in ("jaxlib", "jax_cuda12_plugin", "jax_cuda13_plugin"):
-        variant = "cuda13" if "13" in package else "cuda12"
-        row = tables.jax_build(version, variant)
-    else:
-        return None
-    if not row or not (row.get("sass") or row.get("ptx")):
-        return None
-    return [s for s in row["sass"].split(";") if s], [p for p in row.get("ptx", "").split(";") if p], f"{package} {series}"
+WHEEL_NAME = re.compile(r"(torch|tensorflow|jax_cuda1[0-9]_plugin|cupy_cuda[0-9]+x?)-([0-9.]+)", re.ASCII)
 
 
 def section_wheels(lines: list[str]) -> Counter:
     lines += ["## (c) Wheels read with `gpucompat inspect` against the tables", "",
               "Each wheel was downloaded from PyPI and read by `gpucompat inspect` (the ELF `.nv_fatbin` sections of every "
-              "library in it); docs/evidence/wheels/ has the command and its JSON. *Agree* means the SASS the tables hold for that "
-              "build is exactly what the wheel carries.", "",
-              "| wheel | tables: SASS / PTX | wheel: SASS / PTX | result |", "|---|---|---|---|"]
+              "library in it; for torch only `libtorch_cuda*.so` count, since the bundled cuBLAS/cuDNN carry more architectures than "
+              "torch's own kernels). docs/evidence/wheels/ holds each JSON. `tools/build_knowledge.py` then makes the wheel the "
+              "source of that row, keeping what the documents said. *Agree* means the documents had exactly the wheel's SASS.", "",
+              "| wheel | documented SASS / PTX | wheel SASS / PTX | result |", "|---|---|---|---|"]
     counts = Counter()
+    rows = [*tables.table("torch_builds"), *tables.table("tensorflow_builds"), *tables.table("jax_builds"), *tables.table("cupy_archs")]
     for path in sorted((REPO / "docs" / "evidence" / "wheels").glob("*.json")):
         data = json.loads(path.read_text())
-        found = WHEEL_NAME.match(Path(data["target"]).name)
-        if not found:
+        wheel = Path(data["target"]).name
+        if not WHEEL_NAME.match(wheel):
             continue
-        package, version = found.group(1), found.group(2).rstrip(".")
-        held = table_archs(package, version)
-        wheel_sass = sorted(set(data["sass"]), key=_arch_key)
-        wheel_ptx = sorted(set(data["ptx"]), key=_arch_key)
-        if held is None:
-            result = "no row in the tables"
+        row = next((r for r in rows if r["source"].startswith(f"read from {wheel} ")), None)
+        if row is None:
+            result, documented = "no row in the tables", "—"
         else:
-            result = "agree" if sorted(set(held[0]), key=_arch_key) == wheel_sass else "differs"
-        counts[result] += 1
-        shown = f"{' '.join(held[0])} / {' '.join(held[1]) or '—'}" if held else "—"
-        lines.append(f"| {Path(data['target']).name} | {shown} | {' '.join(wheel_sass) or '—'} / {' '.join(wheel_ptx) or '—'} | {result} |")
+            documented = row["source"].split(" ; documented: ", 1)[1].split(" (", 1)[0]
+            said = set(filter(None, documented.split(" / ")[0].split(";")))
+            result = "agree" if said == set(filter(None, row["sass"].split(";"))) else "differs: the table now follows the wheel"
+        counts[result.split(":")[0]] += 1
+        shown = f"{row['sass'].replace(';', ' ')} / {row['ptx'].replace(';', ' ') or '—'}" if row else "—"
+        lines.append(f"| {wheel} | {documented.replace(';', ' ')} | {shown} | {result} |")
     lines += ["", ", ".join(f"**{v} {k}**" for k, v in counts.items()) + ".", ""]
     return counts
 

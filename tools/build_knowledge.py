@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import json
 import os
 import re
 import subprocess
@@ -172,6 +173,68 @@ def cupy_archs() -> None:
     write("cupy_archs.csv", ["series", "cuda_major", "sass", "ptx", "min_cc", "source"], rows)
 
 
+def known_defects() -> None:
+    """Upstream defects that break a release on some GPUs (tools/facts/known_defects.csv, each row sourced to its issue)."""
+    rows = _facts("known_defects.csv")
+    write("known_defects.csv", ["framework", "versions", "variants", "cc", "code", "stage", "text", "source"], rows)
+
+
+EVIDENCE_WHEELS = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "wheels"
+WHEEL = re.compile(r"(torch|tensorflow|jax_cuda1[0-9]_plugin|cupy_cuda[0-9]+x?)-([0-9]+\.[0-9]+(?:\.[0-9]+)?)-", re.ASCII)
+
+
+def _read(name: str) -> tuple[list[str], list[dict]]:
+    with (OUT / name).open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _row_for_wheel(package: str, version: str, tables: dict) -> tuple[str, dict] | None:
+    series = ".".join(version.split(".")[:2])
+    if package == "torch":  # the PyPI wheel is the release's default build
+        default = next((r for r in tables["torch_pypi_default.csv"][1] if r["release"] == series), None)
+        return next((("torch_builds.csv", r) for r in tables["torch_builds.csv"][1]
+                     if default and r["release"] == series and r["variant"] == default["variant"]), None)
+    if package == "tensorflow":
+        return next((("tensorflow_builds.csv", r) for r in tables["tensorflow_builds.csv"][1] if r["release"] == series), None)
+    if package.startswith("jax_cuda"):  # the row in force for that version (rows hold from their version on)
+        variant = "cuda" + package[len("jax_cuda"):].split("_")[0]
+        rows = [r for r in tables["jax_builds.csv"][1] if r["variant"] == variant and _driver_key(r["from_version"]) <= _driver_key(version)]
+        return ("jax_builds.csv", max(rows, key=lambda r: _driver_key(r["from_version"]))) if rows else None
+    major = package[len("cupy_cuda"):].rstrip("x")
+    major = major[:-1] if len(major) == 3 else major[:2]  # cupy_cuda102 -> 10, cupy_cuda12x -> 12
+    rows = [r for r in tables["cupy_archs.csv"][1] if r["cuda_major"] == major and _driver_key(r["series"]) <= _driver_key(version)]
+    return ("cupy_archs.csv", max(rows, key=lambda r: _driver_key(r["series"]))) if rows else None
+
+
+def inspected_wheels() -> None:
+    """Where a published wheel was read with `gpucompat inspect` (docs/evidence/wheels/), its kernels are ground
+    truth: the row takes the wheel's SASS/PTX and cites it, keeping what the documents said. For torch only
+    libtorch_cuda*.so count (the bundled cuBLAS/cuDNN carry more architectures than torch's own kernels)."""
+    tables = {name: _read(name) for name in ("torch_pypi_default.csv", "torch_builds.csv", "tensorflow_builds.csv", "jax_builds.csv", "cupy_archs.csv")}
+    changed = set()
+    for path in sorted(EVIDENCE_WHEELS.glob("*.json")):
+        data = json.loads(path.read_text())
+        wheel = Path(data["target"]).name
+        found = WHEEL.match(wheel)
+        target = found and _row_for_wheel(found.group(1), found.group(2), tables)
+        if not target:
+            continue
+        files = [f for f in data["files"] if found.group(1) != "torch" or "libtorch_cuda" in f["file"]]
+        sass = sorted({a for f in files for a in f["sass"]}, key=lambda a: (int(re.sub(r"[^0-9]", "", a)), a))
+        ptx = sorted({a for f in files for a in f["ptx"]}, key=lambda a: (int(re.sub(r"[^0-9]", "", a)), a))
+        name, row = target
+        documented = row["source"].split(" ; documented: ", 1)[-1] if row["source"].startswith("read from ") else \
+            f"{row['sass'] or '-'} / {row['ptx'] or '-'} ({row['source']})"
+        if "confidence" in row:
+            row["confidence"] = "high"  # the kernels themselves, not a document about them
+        row.update(sass=";".join(sass), ptx=";".join(ptx),
+                   source=f"read from {wheel} with gpucompat inspect (docs/evidence/wheels/{path.name}) ; documented: {documented}")
+        changed.add(name)
+    for name in sorted(changed):
+        write(name, *tables[name])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shared", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "knowledge"))
@@ -186,6 +249,8 @@ def main() -> None:
     cupy_archs()
     torch_pypi_default(measure=not args.skip_pypi)
     jax_builds()
+    known_defects()
+    inspected_wheels()  # last: it corrects the rows above where a wheel was read
 
 
 if __name__ == "__main__":

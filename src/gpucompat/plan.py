@@ -45,7 +45,7 @@ DEFAULT_VARIANTS = {
 }
 KNOWN_VARIANTS = {  # matched with fullmatch
     "torch": re.compile(r"default|cpu|cu[0-9]{2,3}|rocm[0-9]{1,2}(\.[0-9]{1,2}){0,2}", re.ASCII),
-    "tensorflow": re.compile(r"and-cuda|plain", re.ASCII),
+    "tensorflow": re.compile(r"and-cuda|plain|gpu", re.ASCII),  # gpu: the tensorflow-gpu package (1.x to 2.11)
     # jax's extras: cuda12, cuda13, and the older cuda, cuda11_pip, cuda12_local, cuda11_cudnn82...
     "jax": re.compile(r"cpu|cuda([0-9]{2,3})?(_pip|_local|_cudnn[0-9]{2,3})?", re.ASCII),
     # cupy-cuda12x, cupy-cuda13x, and the per-CUDA packages of old: cupy-cuda80 ... cupy-cuda117

@@ -48,7 +48,8 @@ def requirements_for(framework: str, version: str, variant: str) -> tuple[tuple[
         index = None if variant == "default" else PYTORCH_INDEX.format(variant=variant)
         return (f"torch=={version}",), index
     if framework == "tensorflow":
-        return ((f"tensorflow[and-cuda]=={version}",) if variant == "and-cuda" else (f"tensorflow=={version}",)), None
+        package = {"and-cuda": "tensorflow[and-cuda]", "gpu": "tensorflow-gpu"}.get(variant, "tensorflow")
+        return (f"{package}=={version}",), None
     if framework == "jax":
         return ((f"jax=={version}",) if variant == "cpu" else (f"jax[{variant}]=={version}",)), None
     if framework == "cupy":

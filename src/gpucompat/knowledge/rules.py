@@ -286,16 +286,32 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
     return reasons, resolved
 
 
-def _tensorflow(release: str, cc: str, driver: str | None, python: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
+TF_INSTALL = "https://www.tensorflow.org/install/pip (from 2.14: pip install tensorflow[and-cuda] brings CUDA; before, the system provides it)"
+
+
+def _tensorflow(release: str, variant: str, cc: str, driver: str | None, python: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
     build = tables.tensorflow_build(release)
     if build is None:
         return [Reason("TensorFlow build", UNCERTAIN, f"TensorFlow {minor_series(release)} is not in the knowledge tables", "")], {}
     cuda = cuda_runtime or build["cuda"]
-    reasons = [Reason("TensorFlow build", PASS, f"TensorFlow {build['release']} was tested with CUDA {build['cuda']} and cuDNN {build['cudnn']}", build["source"])]
+    libraries = f"CUDA {build['cuda']} and cuDNN {build['cudnn']}"
+    reasons = [Reason("TensorFlow build", PASS, f"TensorFlow {build['release']} was tested with {libraries}", build["source"])]
+    if Version(build["release"]) >= Version("2.14") and variant != "and-cuda":
+        # plain `tensorflow` from 2.14 on brings no CUDA libraries: the GPU works only if the system has the right ones
+        reasons.append(Reason("CUDA libraries", UNCERTAIN, f"plain tensorflow {build['release']} brings no CUDA libraries; it uses the GPU only "
+                              f"where the system provides {libraries} (tensorflow[and-cuda] brings them)", TF_INSTALL))
+    elif Version(build["release"]) < Version("2.14"):
+        reasons.append(Reason("CUDA libraries", PASS, f"TensorFlow {build['release']} loads {libraries} from the system", TF_INSTALL,
+                              warning=f"TensorFlow {build['release']} needs {libraries} installed on the system; without them it runs on the CPU"))
     if python:
         reasons.append(python_rule(f"TensorFlow {build['release']}", python, build["pythons"], build["source"]))
-    reasons += [driver_rule(cuda, driver), toolkit_window_rule(cuda, cc)]
-    return reasons, {"cuda_runtime": cuda, "cudnn": build["cudnn"]}
+    reasons.append(driver_rule(cuda, driver))
+    sass, ptx = _split(build.get("sass", "")), _split(build.get("ptx", ""))
+    if sass or ptx:  # read from the release's own Linux wheel (tools/facts/tensorflow_archs.csv)
+        reasons.append(arch_rule(cc, sass, ptx, build["source"], cuda, driver))
+    else:
+        reasons.append(toolkit_window_rule(cuda, cc))
+    return reasons, {"cuda_runtime": cuda, "cudnn": build["cudnn"], "sass": sass or None, "ptx": ptx or None}
 
 
 def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: str | None, arch: tuple | None) -> tuple[list[Reason], dict]:
@@ -423,7 +439,7 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
     if framework == "torch":
         reasons, resolved = _torch(release, variant, cc, driver, cuda_runtime, arch)
     elif framework == "tensorflow":
-        reasons, resolved = _tensorflow(release, cc, driver, python, cuda_runtime)
+        reasons, resolved = _tensorflow(release, variant, cc, driver, python, cuda_runtime)
     elif framework == "jax":
         reasons, resolved = _jax(release, variant, cc, driver, cuda_runtime, arch)
     elif framework == "cupy":
