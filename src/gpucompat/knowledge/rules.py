@@ -12,7 +12,6 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from fnmatch import fnmatchcase
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from . import tables
@@ -410,17 +409,30 @@ def wheel_rule(package: str, release: str, python: str) -> Reason:
                   row["source"], "ENV_UNRESOLVABLE", "resolve")
 
 
+_COMPARISONS = {"==": Version.__eq__, "!=": Version.__ne__, "<=": Version.__le__, ">=": Version.__ge__, "<": Version.__lt__, ">": Version.__gt__}
+
+
+def within(value: Version, bounds: str) -> bool:
+    """'>=2.16,<2.21' or '==13.0.0' (the known-defect table's ranges; pre-releases and dev builds count:
+    a nightly of an affected release is affected). Plain comparisons, without packaging's specifier parser."""
+    for bound in bounds.split(","):
+        operator = next(op for op in ("==", "!=", "<=", ">=", "<", ">") if bound.strip().startswith(op))
+        if not _COMPARISONS[operator](value, Version(bound.strip()[len(operator):])):
+            return False
+    return True
+
+
 def defect_rules(framework: str, release: str, variant: str, cc: str | None) -> list[Reason]:
     """Known upstream defects (knowledge/data/known_defects.csv, each row sourced to the upstream
     issue) that break a release on some GPUs although the published minimums say it should run."""
     want = version(release.split("+")[0])
     reasons = []
     for row in tables.known_defects(framework):
-        if want is None or not SpecifierSet(row["versions"]).contains(want, prereleases=True) or not fnmatchcase(variant, row["variants"]):
+        if want is None or not within(want, row["versions"]) or not fnmatchcase(variant, row["variants"]):
             continue
         if row["cc"] and cc is None:
             reasons.append(Reason("known defect", UNCERTAIN, f"{row['text']} (on compute capability {row['cc']}; this GPU's is not known)", row["source"]))
-        elif not row["cc"] or SpecifierSet(row["cc"]).contains(Version(cc)):
+        elif not row["cc"] or within(Version(cc), row["cc"]):
             reasons.append(Reason("known defect", FAIL, row["text"], row["source"], row["code"], row["stage"]))
     return reasons
 
