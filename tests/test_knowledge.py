@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from packaging.version import Version
 
 from conftest import run_cli
 from gpucompat.errors import UserError
@@ -180,3 +181,36 @@ def test_an_unknown_gpu_name_is_uncertain_and_the_cc_free_rules_still_judge():
     # what does not depend on the GPU is still known: no torch 2.9 wheel for Python 3.9
     assert explain("torch==2.9.0", "Radeon", None, "570.86.10", "3.9")["code"] == "ENV_UNRESOLVABLE"
     assert explain("torch==2.11.0", "Radeon", None, "535.104.05")["code"] == "DRIVER_TOO_OLD"
+
+
+def test_known_defects_fail_a_release_the_minimums_would_pass():
+    # CuPy 13.0.0's reductions need sm_70 (cupy#8184); 13.1.0 and a V100 are not affected
+    defect = predict_stack("cupy", "13.0.0", "cuda12x", "6.1", "550.54.14")
+    assert defect.code == "COMPUTE_ERROR" and any("github.com/cupy/cupy/issues/8184" in r.source for r in defect.reasons)
+    assert predict_stack("cupy", "13.1.0", "cuda12x", "6.1", "550.54.14").verdict == "pass"
+    assert predict_stack("cupy", "13.0.0", "cuda12x", "7.0", "550.54.14").verdict == "pass"
+    # a defect tied to a compute capability cannot be ruled out without one
+    unknown = predict_stack("cupy", "13.0.0", "cuda12x", None, "550.54.14")
+    assert any(r.rule == "known defect" and r.verdict == "uncertain" for r in unknown.reasons)
+    assert rules.within(Version("2.20.0.dev20250314"), ">=2.16,<2.21") and not rules.within(Version("2.21.0"), ">=2.16,<2.21")
+    assert all(row["source"].startswith("https://") for row in tables.table("known_defects"))
+
+
+def test_jax_extras_that_did_not_exist_yet_or_any_more_install_the_cpu_build():
+    early = predict_stack("jax", "0.4.20", "cuda12", "8.0", "550.54.14")  # jax[cuda12] began with 0.4.22
+    assert (early.code, early.stage) == ("NO_DEVICE", "device") and "pip ignores an unknown extra" in early.reasons[0].text
+    retired = predict_stack("jax", "0.6.0", "cuda11_pip", "8.0", "550.54.14")  # the cuda11 extras ended with 0.4.25
+    assert retired.code == "NO_DEVICE"
+    assert predict_stack("jax", "0.4.20", "cuda12_pip", "8.0", "550.54.14").verdict == "pass"
+    assert rules.never_built("jax", "0.4.20", "cuda12") and rules.never_built("jax", "0.4.30", "cuda12") is None
+
+
+def test_tensorflow_arch_lists_come_from_its_wheels():
+    # TF 2.15's wheel: SASS sm_50..sm_80, PTX compute_80 (docs/evidence/wheels); 2.17 dropped Maxwell
+    assert predict_stack("tensorflow", "2.15.0", "and-cuda", "5.2", "550.54.14").verdict == "pass"
+    assert predict_stack("tensorflow", "2.17.0", "and-cuda", "5.2", "550.54.14").code == "ARCH_UNSUPPORTED"
+    kepler = predict_stack("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05")
+    assert kepler.code == "ARCH_UNSUPPORTED" and "sm_37" in kepler.reasons[-1].text
+    # before 2.14, TensorFlow loads CUDA from the system: a pass says so
+    old = predict_stack("tensorflow", "2.10.0", "plain", "8.0", "535.104.05")
+    assert old.verdict == "pass" and any("installed on the system" in w for w in old.warnings)
