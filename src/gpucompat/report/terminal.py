@@ -353,7 +353,8 @@ def explain_text(result: dict) -> list[str]:
     elif t["cc"] is None:
         gpu = f"{t['gpu']} (compute capability unknown: the knowledge holds no such GPU name; give --cc)"
     else:
-        alias = f"known as {t['matched']}, " if t.get("matched") and t["matched"] != t["gpu"] else ""
+        # a name found only through pci.ids says which device it was taken for
+        alias = f"pci.ids: {t['matched']}, " if (t.get("cc_source") or "").startswith("pci.ids") else ""
         gpu = f"{t['gpu']} ({alias}CC {t['cc']})"
     verdict = result["verdict"].upper() + (f" {result['code']} at {result['stage']}" if result["code"] else "")
     lines = [f"{escape(result['spec'])} on {escape(gpu)}, driver {escape(t['driver'])} (CUDA {t['driver_cuda'] or '?'}): "
