@@ -461,10 +461,16 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
         reasons, resolved = [driver_rule(cuda, driver)], {"cuda_runtime": minor_series(cuda)}
     else:
         reasons, resolved = [Reason("framework", UNCERTAIN, f"no rules for {framework!r}", "")], {}
+    plain = version(release.split("+")[0])
+    if framework != "torch" and plain is not None and plain.is_prerelease:  # torch says so itself, with its CUDA
+        reasons.append(Reason("release", UNCERTAIN, f"{framework} {release} is a pre-release or nightly; the tables describe releases", ""))
     reasons += defect_rules(framework, release, variant, cc)
     package = wheel_package(framework, variant)
     if python and package and not any(r.rule == "variant exists" and r.verdict == FAIL for r in reasons):
-        reasons = [r for r in reasons if r.rule != "wheel for this Python"] + [wheel_rule(package, release, python)]
+        wheel = wheel_rule(package, release, python)
+        documented = [r for r in reasons if r.rule == "wheel for this Python"]  # TensorFlow's tested Pythons
+        if wheel.verdict != UNCERTAIN or not documented:  # PyPI's file list outranks a document; without it the document stands
+            reasons = [r for r in reasons if r.rule != "wheel for this Python"] + [wheel]
     return combine(reasons, resolved)
 
 
