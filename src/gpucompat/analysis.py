@@ -164,11 +164,16 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
     evidence = {"stderr_tail": stderr[-3000:]} if stderr else {}
     if observation.signal:
         evidence["signal"] = _signal_name(observation.signal)
+    stages = facts.get("stages", {})
+    current = facts.get("current_stage")
+    if observation.timed_out_stage == "bench" or (facts and not facts.get("finished") and current == "bench"):
+        # compute passed before the bench began: the verdict stands, the figures made so far are kept
+        how = ("ran past its timeout and was killed" if observation.timed_out_stage == "bench" or observation.signal == signals.SIGALRM
+               else f"was killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode}")
+        return _passed(facts, evidence, [f"the bench rung {how}; the figures made before that are kept"])
     if observation.timed_out_stage:
         stage = observation.timed_out_stage
         return Outcome(Code.TIMEOUT.value, stage, f"the {stage} stage gave no answer within its timeout and was killed", evidence)
-    stages = facts.get("stages", {})
-    current = facts.get("current_stage")
     if not facts:
         if observation.signal in OUTSIDE_SIGNALS:
             return untested("import", "interrupted", f"{_signal_name(observation.signal)} before the probe reported", evidence)
@@ -206,14 +211,25 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
             evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
         return Outcome(code, stage, text, evidence)
 
-    reached = [s for s in PROBE_STAGES if s in stages]
+    bench = stages.get("bench")
+    broken = [] if bench is None or bench.get("ok") else [f"the bench rung failed: {_message(bench)}"]
+    return _passed(facts, evidence, broken)
+
+
+def _passed(facts: dict, evidence: dict, more_warnings: list[str]) -> Outcome:
+    """PASS: the stack imported, saw the GPU and computed right; the bench rung, if any, adds figures, never a failure."""
+    stages = facts.get("stages", {})
+    reached = [s for s in (*PROBE_STAGES, "bench") if s in stages]
     compute = stages.get("compute", {}).get("facts", {})
     devices = stages.get("device", {}).get("facts", {}).get("devices", [])
     where = devices[0].get("name") if devices else "the GPU"
     summary = f"ran {compute.get('op', 'a test op')} on {where}" + (
         f"; relative error {compute['rel_error']:.2g}" if "rel_error" in compute else ""
     )
-    return Outcome(PASS, reached[-1] if reached else "compute", summary, evidence, tuple(_pass_warnings(facts)))
+    figures = [f for f in stages.get("bench", {}).get("facts", {}).get("figures", []) if "value" in f]
+    if figures:
+        summary += f"; {len(figures)} bench figures"
+    return Outcome(PASS, reached[-1] if reached else "compute", summary, evidence, tuple(_pass_warnings(facts)) + tuple(more_warnings))
 
 
 def _signal_name(number: int | None) -> str:

@@ -123,6 +123,7 @@ def sweep(
     offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
     workdir: Optional[Path] = typer.Option(None, help="Where job directories go (default: beside the database)."),
     skip_predicted_failures: bool = typer.Option(False, "--skip-predicted-failures", help="Run no job for cells the knowledge predicts to fail; they are stored as predicted, not observed."),
+    bench: bool = typer.Option(False, "--bench", help="After a cell passes, measure how fast it runs (the bench rung; a plan's [bench] table chooses what)."),
     executor: Optional[str] = typer.Option(None, help="Override the plan's executor (local, slurm, htcondor, kubernetes)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Write every file a real run would submit into --out, submit nothing."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run."),
@@ -151,12 +152,12 @@ def sweep(
         if wheelhouse is not None:
             check_wheelhouse(wheelhouse)
         spec, text = load_plan(plan)
-        spec = pipeline.with_executor(spec, executor)
         options = pipeline.RunOptions(
             wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline,
             workdir=str(workdir.resolve()) if workdir else None, skip_predicted_failures=skip_predicted_failures,
-            executor=executor,
+            executor=executor, bench=bench,
         )
+        spec = pipeline.with_options(spec, options)
         if dry_run:
             if out_dir is None:
                 raise UserError("--dry-run needs --out DIR for the files a real run would submit.")
@@ -184,6 +185,7 @@ def check(
     env: str = typer.Option("uv", help="uv (build an environment) or current (test this interpreter as it is)."),
     wheelhouse: Optional[Path] = typer.Option(None, help="Install from this directory of wheels only (no index)."),
     offline: bool = typer.Option(False, "--offline", help="Use only cached version lists and uv's cache."),
+    bench: bool = typer.Option(False, "--bench", help="After a stack passes, measure how fast it runs (the bench rung, defaults)."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
     wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
@@ -198,7 +200,8 @@ def check(
         check_wheelhouse(wheelhouse)
     text = check_plan_text(specs, python, env)
     spec = parse_plan(text, "check")
-    options = pipeline.RunOptions(wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline)
+    options = pipeline.RunOptions(wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline, bench=bench)
+    spec = pipeline.with_options(spec, options)
     stacks = pipeline.plan_stacks(spec, options)
     store = Store(db)
     with RichProgress(err) as progress:
@@ -221,6 +224,7 @@ def results(
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
     wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
+    bench: bool = typer.Option(False, "--bench", help="The bench figures instead (table, csv or json): how fast each working stack ran."),
 ):
     """The valid and invalid combinations of a stored sweep (the seed's two tables)."""
     from rich.table import Table
@@ -239,7 +243,31 @@ def results(
                           str(s["untested"] or 0))
         out.print(table)
         return
-    _print_results(store, sweep_id if sweep_id is not None else store.latest_sweep_id(), "json" if json_out else fmt, per_cell=cells, wide=wide)
+    sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
+    if bench:
+        _print_bench(store, sweep_id, "json" if json_out else fmt, wide)
+        return
+    _print_results(store, sweep_id, "json" if json_out else fmt, per_cell=cells, wide=wide)
+
+
+def _bench_rows(store, sweep_id: int) -> list[dict]:
+    from .bench import present
+
+    return [present(row) for row in store.bench_rows(sweep_id)]
+
+
+def _print_bench(store, sweep_id: int, fmt: str, wide: bool) -> None:
+    from .report.bench import bench_csv, bench_json, bench_table
+
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--bench prints as table, csv or json, not {fmt!r}.")
+    rows = _bench_rows(store, sweep_id)
+    if fmt == "json":
+        sys.stdout.write(bench_json(rows) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(bench_csv(rows))
+    else:
+        out.print(bench_table(rows, wide), crop=False)
 
 
 @app.command()
@@ -311,8 +339,10 @@ def diff(
     after: str = typer.Argument(..., help="A sweep id, 'latest' or 'latest~N'."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    fail_on_slowdown: bool = typer.Option(False, "--fail-on-slowdown", help="Also exit 1 when a bench figure got slower beyond noise."),
 ):
-    """Cells newly broken, newly working, changed, added and removed between two sweeps. Exit 1 if any newly broke."""
+    """Cells newly broken, newly working, changed, added and removed between two sweeps, and bench figures that
+    moved beyond noise. Exit 1 if any cell newly broke (or, with --fail-on-slowdown, a figure got slower)."""
     from .analysis import diff as compute_diff
     from .report.rows import display_row
     from .store import Store
@@ -320,14 +350,20 @@ def diff(
     store = Store(db, readonly=True)
     a, b = store.sweep_ref(before), store.sweep_ref(after)
     changes = compute_diff([display_row(r) for r in store.result_rows(a)], [display_row(r) for r in store.result_rows(b)])
+    from .report.bench import compare, compare_table
+
+    bench_a, bench_b = _bench_rows(store, a), _bench_rows(store, b)
+    performance = compare(bench_a, bench_b)
     if json_out:
-        _print_json({"before": a, "after": b, **changes})
+        _print_json({"before": a, "after": b, **changes, "performance": performance})
     else:
         from .report.terminal import diff_tables
 
         for item in diff_tables(changes, a, b):
             out.print(item)
-    if changes["newly_broken"]:
+        if bench_a or bench_b:
+            out.print(compare_table(performance, a, b), crop=False)
+    if changes["newly_broken"] or (fail_on_slowdown and performance["slower"]):
         raise typer.Exit(EXIT_BROKEN)
 
 
@@ -412,7 +448,7 @@ def report(
 
     store = Store(db, readonly=True)
     sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
-    html = render(store.sweep(sweep_id), store.result_rows(sweep_id))
+    html = render(store.sweep(sweep_id), store.result_rows(sweep_id), _bench_rows(store, sweep_id))
     try:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:

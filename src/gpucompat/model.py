@@ -76,11 +76,29 @@ class Timeouts:
     import_: float = 300.0
     device: float = 120.0
     compute: float = 300.0
+    bench: float = 600.0
     cell: float = 1800.0
     pending: float = 3600.0
 
     def for_stage(self, stage: str) -> float:
         return getattr(self, "import_" if stage == "import" else stage, self.cell)
+
+
+BENCH_MEASUREMENTS = ("matmul", "copy", "transfer", "launch", "train")
+BENCH_DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """The optional bench rung: what the probe measures after compute passed (its timeout is Timeouts.bench)."""
+
+    measurements: tuple[str, ...] = BENCH_MEASUREMENTS
+    dtypes: tuple[str, ...] = BENCH_DTYPES
+    size: int = 8192  # the matrix products' n: large enough to saturate a datacenter GPU
+    repetitions: int = 10
+
+    def probe_config(self) -> dict:
+        return {"measurements": list(self.measurements), "dtypes": list(self.dtypes), "size": self.size, "repetitions": self.repetitions}
 
 
 @dataclass(frozen=True)
@@ -134,6 +152,7 @@ class SweepSpec:
     wheelhouse: str | None = None
     offline: bool = False
     executor_options: dict = field(default_factory=dict)  # {"slurm": the plan's [slurm] table, ...}
+    bench: BenchSpec | None = None  # None: no bench rung
 
 
 @dataclass(frozen=True)

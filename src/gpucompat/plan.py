@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .knowledge import tables
-from .model import ENV_PROVIDERS, FRAMEWORKS, StackSpec, SweepSpec, Target, Timeouts
+from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, FRAMEWORKS, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
 
 # Imported where used, not here: `explain` reads a spec through this module and must start in
 # well under 300 ms, and packaging's specifiers, tomllib and the executors cost ~70 ms together.
@@ -26,11 +26,12 @@ EXECUTOR_OPTIONS = {
 }
 TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
-    "max_parallel_installs", "platform", "wheelhouse", "offline", *EXECUTOR_OPTIONS,
+    "max_parallel_installs", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
 }
+BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
-TIMEOUT_KEYS = {"install", "import", "device", "compute", "cell", "pending"}
+TIMEOUT_KEYS = {"install", "import", "device", "compute", "bench", "cell", "pending"}
 
 DEFAULT_VARIANTS = {
     "torch": ("default",),
@@ -334,11 +335,40 @@ def _spec(data: dict) -> SweepSpec:
             if section != executor:
                 raise UserError(f"[{section}] is given but the executor is {executor!r}.")
             options[section] = _executor_options(section, data[section])
+    bench, bench_timeout = parse_bench(data.get("bench", False))
+    if bench_timeout is not None:
+        if "bench" in durations:
+            raise UserError("the bench timeout is given twice, in [timeouts] and in [bench]; keep one.")
+        durations["bench"] = bench_timeout
     return SweepSpec(
         name=name, stacks=stacks, targets=targets, timeouts=Timeouts(**durations),
         executor=executor, max_parallel_installs=parallel, platform=platform,
-        wheelhouse=wheelhouse, offline=offline, executor_options=options,
+        wheelhouse=wheelhouse, offline=offline, executor_options=options, bench=bench,
     )
+
+
+def parse_bench(value: object) -> tuple[BenchSpec | None, int | None]:
+    """`bench = true`, or a [bench] table (measurements, dtypes, size, repetitions, timeout) -> (spec or None, timeout)."""
+    if isinstance(value, bool):
+        return (BenchSpec() if value else None), None
+    if not isinstance(value, dict):
+        raise UserError("bench must be true, false, or a [bench] table (measurements, dtypes, size, repetitions, timeout).")
+    _check_keys(value, BENCH_KEYS, "[bench]")
+    chosen = {}
+    for key, allowed in (("measurements", BENCH_MEASUREMENTS), ("dtypes", BENCH_DTYPES)):
+        if key in value:
+            items = value[key]
+            if not isinstance(items, list) or not items or not all(isinstance(i, str) and i in allowed for i in items):
+                raise UserError(f"[bench] {key} must be a list of some of: {', '.join(allowed)}.")
+            chosen[key] = tuple(dict.fromkeys(items))
+    for key, low, high in (("size", 256, 32768), ("repetitions", 1, 100)):
+        if key in value:
+            number = value[key]
+            if not isinstance(number, int) or isinstance(number, bool) or not low <= number <= high:
+                raise UserError(f"[bench] {key} must be a whole number from {low} to {high}.")
+            chosen[key] = number
+    timeout = parse_duration(value["timeout"], "[bench] timeout") if "timeout" in value else None
+    return BenchSpec(**chosen), timeout
 
 
 def check_path(path: Path | str, what: str) -> Path:

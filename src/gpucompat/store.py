@@ -21,10 +21,11 @@ from urllib.parse import quote, unquote
 import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, OperationalError, ProgrammingError
 
+from .bench import figures as bench_figures
 from .errors import UserError
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 
-SCHEMA_VERSION = 3  # 2: predictions table, results.observed; 3: stacks.resolve_cause
+SCHEMA_VERSION = 4  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table
 
 metadata = sa.MetaData()
 
@@ -105,6 +106,20 @@ predictions = sa.Table(
     sa.Column("stage", sa.String(16)),
     sa.Column("warnings", sa.JSON, nullable=False),
     sa.Column("reasons", sa.JSON, nullable=False),
+)
+
+bench = sa.Table(  # the bench rung's figures: one row per measurement (and data type) of a cell
+    "bench", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cells.id"), nullable=False, index=True),
+    sa.Column("measurement", sa.String(32), nullable=False),
+    sa.Column("dtype", sa.String(16), nullable=False),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("unit", sa.String(16), nullable=False),
+    sa.Column("better", sa.String(8), nullable=False),  # higher or lower
+    sa.Column("spread", sa.Float),  # interquartile range of the repetitions, in the same unit
+    sa.Column("repetitions", sa.Integer, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),  # NVML clocks before and after, size, note, the samples
 )
 
 
@@ -461,6 +476,9 @@ class Store:
                     duration_s=observation.duration_s if observation else None, finished_at=time.time(),
                     observed=observed,
                 ))
+                figures = bench_figures(observation.facts) if observation and outcome.code == "PASS" else []
+                if figures:
+                    conn.execute(bench.insert(), [{"cell_id": cell_id, **figure} for figure in figures])
             return True
         except IntegrityError:
             return False
@@ -564,6 +582,25 @@ class Store:
                 )
                 out.append(Cell(row["id"], stack, _target_from(row["target_data"]), resolved))
         return out
+
+    def bench_rows(self, sweep_id: int | None) -> list[dict]:
+        """Every bench figure with its cell's stack and GPU class (a sweep's, or every sweep's if None)."""
+        query = (
+            sa.select(
+                cells.c.id.label("cell"), cells.c.sweep_id.label("sweep"), stacks.c.framework, stacks.c.version, stacks.c.variant,
+                stacks.c.python, stacks.c.env, targets.c.name.label("gpu"), targets.c.cc, targets.c.driver,
+                _import_fact("version").label("probe_version"), results.c.probe["system"]["python"].as_string().label("probe_python"),
+                bench.c.measurement, bench.c.dtype, bench.c.value, bench.c.unit, bench.c.better, bench.c.spread,
+                bench.c.repetitions, bench.c.data,
+            )
+            .select_from(bench.join(cells, cells.c.id == bench.c.cell_id).join(stacks, stacks.c.id == cells.c.stack_id)
+                         .join(targets, targets.c.id == cells.c.target_id).join(results, results.c.cell_id == cells.c.id))
+            .order_by(bench.c.id)
+        )
+        if sweep_id is not None:
+            query = query.where(cells.c.sweep_id == sweep_id)
+        with self._read() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
 
     def result_rows(self, sweep_id: int | None) -> list[dict]:
         """One flat row per cell with its verdict (None where it has none yet); every sweep's if None."""

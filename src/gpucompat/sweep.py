@@ -18,7 +18,7 @@ from .executors import make_executor
 from .executors.base import DONE, Executor
 from .knowledge import rules
 from .knowledge.predict import predict
-from .model import Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
+from .model import BenchSpec, Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import parse_plan
 from .resolve import check_indexes, resolve_all
 from .store import Store
@@ -43,9 +43,16 @@ class RunOptions:
     workdir: str | None = None  # where job directories go; default beside the database
     skip_predicted_failures: bool = False  # spend no GPU time on cells the knowledge says fail
     executor: str | None = None  # --executor: overrides the plan's, also when resuming
+    bench: bool = False  # --bench: the bench rung with its defaults where the plan asks for none
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def with_options(spec: SweepSpec, options: RunOptions) -> SweepSpec:
+    """The plan as the command line amends it: --executor, --bench."""
+    spec = with_executor(spec, options.executor)
+    return replace(spec, bench=BenchSpec()) if options.bench and spec.bench is None else spec
 
 
 def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:
@@ -108,7 +115,7 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     progress.phase("resolve", len(stacks))
     resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
     # What resume needs is stored with the sweep: the plan text and the effective options.
-    options = RunOptions(wheelhouse, offline, options.workdir, options.skip_predicted_failures, options.executor)
+    options = replace(options, wheelhouse=wheelhouse, offline=offline)
     # One transaction: a sweep is stored whole (targets, stacks, cells, predictions) or not at all.
     return store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict(), targets, resolved,
                               lambda r, target: predict(Cell(0, r.stack, target, r)).to_dict())
@@ -137,7 +144,7 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
     Cells that could not be tested (UNTESTED) are tried again, their resolution too where uv could not ask."""
     row = store.sweep(sweep_id)
     options = RunOptions(**row["options"])
-    spec = with_executor(parse_plan(row["plan_text"], row["plan_path"] or f"sweep {sweep_id}"), options.executor)
+    spec = with_options(parse_plan(row["plan_text"], row["plan_path"] or f"sweep {sweep_id}"), options)
     if row["status"] != "submitted":  # a scheduler still holds this sweep's jobs: collect them first
         store.retry_untested(sweep_id)
     pending = store.cells_of(sweep_id, pending_only=True)

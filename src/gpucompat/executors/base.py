@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import UserError
-from ..model import Cell, Observation, Timeouts
+from ..model import BenchSpec, Cell, Observation, Timeouts
+from .quoting import shell_word
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe" / "probe.py"
 
@@ -41,6 +42,7 @@ class JobSettings:
     wheelhouse: str | None = None  # install from this directory only (seen at the same path where jobs run)
     offline: bool = False
     max_parallel_installs: int = 2  # environments built at once where gpucompat builds them itself
+    bench: BenchSpec | None = None  # the bench rung after compute, or None
 
 
 class Executor(Protocol):
@@ -96,9 +98,21 @@ def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:
     return path
 
 
-def stage_timeout_arg(timeouts: Timeouts) -> str:
+def stage_timeout_arg(timeouts: Timeouts, bench: BenchSpec | None = None) -> str:
     """The probe's --stage-timeouts value, for jobs no parent process watches."""
-    return ",".join(f"{stage}={math.ceil(timeouts.for_stage(stage))}" for stage in ("import", "device", "compute"))
+    stages = ("import", "device", "compute") + (("bench",) if bench else ())
+    return ",".join(f"{stage}={math.ceil(timeouts.for_stage(stage))}" for stage in stages)
+
+
+def probe_arguments(framework: str, timeouts: Timeouts, bench: BenchSpec | None, stage_timeouts: bool = True) -> str:
+    """What follows `probe.py` in a job script, every value quoted: the framework, the result file,
+    the stage timeouts (for jobs no parent process watches) and the bench rung's configuration."""
+    words = ["--framework", shell_word(framework), "--result", "result.json"]
+    if stage_timeouts:
+        words += ["--stage-timeouts", stage_timeout_arg(timeouts, bench)]
+    if bench is not None:
+        words += ["--bench", shell_word(json.dumps(bench.probe_config(), separators=(",", ":")))]
+    return " ".join(words)
 
 
 def tail(path: Path, limit: int = 6000) -> str:

@@ -28,7 +28,7 @@ from ..analysis import PROBE_STAGES
 from ..errors import UserError
 from ..knowledge.tables import compat_floor, minor_series, version
 from ..model import Cell, Observation, Target
-from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, stage_timeout_arg, tail
+from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, tail
 from .quoting import classad_string, condor_path, shell_comment, shell_word
 
 DAG_FILE = "sweep.dag"
@@ -85,7 +85,7 @@ def minimum_runtime(cuda_runtime: str | None) -> str | None:
     return f"{major}.0" if major >= 11 or compat_floor(major) else f"{major}.{minor}"
 
 
-def job_script(cell: Cell, stage_timeouts: str, install_timeout: float, builds: bool, wheelhouse: str | None) -> str:
+def job_script(cell: Cell, probe_args: str, install_timeout: float, builds: bool, wheelhouse: str | None) -> str:
     """run.sh for the execute node: everything relative to the job's scratch directory.
 
     HTCondor gives a job none of the node's environment (getenv is off), so `uv` is looked up on
@@ -117,8 +117,7 @@ def job_script(cell: Cell, stage_timeouts: str, install_timeout: float, builds: 
             'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
         ]
         python = "./env/bin/python"
-    lines.append(f"exec {python} probe.py --framework {shell_word(cell.stack.framework)} --result result.json "
-                 f"--stage-timeouts {stage_timeouts} > stdout.log 2> stderr.log")
+    lines.append(f"exec {python} probe.py {probe_args} > stdout.log 2> stderr.log")
     return "\n".join(lines) + "\n"
 
 
@@ -266,6 +265,7 @@ class HTCondorExecutor:
         self.timeouts = settings.timeouts
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
+        self.bench = settings.bench
         self.requests = {"request_memory": request_memory, "request_cpus": request_cpus, "request_disk": request_disk}  # MiB, cores, MiB
         self.submitted: str | None = None  # what was submitted, in words
         self._jobs: list[JobDir] = []
@@ -301,7 +301,6 @@ class HTCondorExecutor:
             self._by_hand = workdir
             return self.attach(cells, workdir)
         (workdir / SUBMIT_FAILED).unlink(missing_ok=True)
-        stage_timeouts = stage_timeout_arg(self.timeouts)
         requests = request_values(self.requests)
         dag = htcondor2.dags.DAG()
         jobs = []
@@ -314,7 +313,8 @@ class HTCondorExecutor:
             if script:
                 (path / "install.sh").write_text(script)
                 (path / "requirements.txt").write_text(provider.requirements_text(cell.resolved))
-            (path / "run.sh").write_text(job_script(cell, stage_timeouts, self.timeouts.install, bool(script), self.wheelhouse))
+            probe_args = probe_arguments(cell.stack.framework, self.timeouts, self.bench)
+            (path / "run.sh").write_text(job_script(cell, probe_args, self.timeouts.install, bool(script), self.wheelhouse))
             inputs = ["probe.py"] + (["install.sh", "requirements.txt"] if script else [])
             description = {
                 "universe": "vanilla",

@@ -40,8 +40,8 @@ from pathlib import Path
 
 from .. import envs
 from ..errors import UserError
-from ..model import Cell, Observation, Target, Timeouts
-from .base import DONE, PROBE_SOURCE, RUNNING, WAITING, JobDir, JobSettings, stage_timeout_arg
+from ..model import BenchSpec, Cell, Observation, Target, Timeouts
+from .base import DONE, PROBE_SOURCE, RUNNING, WAITING, JobDir, JobSettings, probe_arguments
 from .quoting import k8s_name, shell_word
 
 try:
@@ -169,7 +169,7 @@ def deadlines(timeouts: Timeouts) -> tuple[int, int]:
     return pod, pod + math.ceil(timeouts.pending) + 60
 
 
-def job_script(framework: str, python: str, install: bool, timeouts: Timeouts) -> str:
+def job_script(framework: str, python: str, install: bool, timeouts: Timeouts, bench: BenchSpec | None = None) -> str:
     """The container's /bin/sh -c script. Only constants, numbers and quoted words go into it; the
     environment's files come from their ConfigMap. Long steps run in the background under `wait`,
     so SIGTERM is handled at once: the trap prints what the probe wrote so far and exits."""
@@ -201,8 +201,7 @@ def job_script(framework: str, python: str, install: bool, timeouts: Timeouts) -
         ]
     lines += [
         f"stage=probe; echo '{STAGE_MARK} probe'",
-        f"{shell_word(python)} probe.py --framework {shell_word(framework)} --result result.json "
-        f"--stage-timeouts {stage_timeout_arg(timeouts)} & child=$!",
+        f"{shell_word(python)} probe.py {probe_arguments(framework, timeouts, bench)} & child=$!",
         'wait "$child"; code=$?; child=',
         "report",
         f'echo "{EXIT_MARK} $code"',
@@ -213,7 +212,7 @@ def job_script(framework: str, python: str, install: bool, timeouts: Timeouts) -
 
 def job_manifest(cell: Cell, sweep: str, image: str, namespace: str, timeouts: Timeouts, *, probe_map: str | None = None,
                  env_map: str | None = None, python: str = "python3", requests: dict | None = None,
-                 wheelhouse: str | None = None) -> dict:
+                 wheelhouse: str | None = None, bench: BenchSpec | None = None) -> dict:
     """`sweep` is sweep_label(workdir); `probe_map` and `env_map` the names of the ConfigMaps with the
     probe and with this cell's install.sh and requirements.txt (None: nothing is installed)."""
     labels = _labels(sweep, **{CELL_LABEL: str(cell.id)})
@@ -239,7 +238,7 @@ def job_manifest(cell: Cell, sweep: str, image: str, namespace: str, timeouts: T
         "containers": [{
             "name": "probe",
             "image": image,
-            "command": ["/bin/sh", "-c", job_script(cell.stack.framework, python, env_map is not None, timeouts)],
+            "command": ["/bin/sh", "-c", job_script(cell.stack.framework, python, env_map is not None, timeouts, bench)],
             "workingDir": WORK_DIR,
             "resources": resources,
             "volumeMounts": mounts,
@@ -457,6 +456,7 @@ class KubernetesExecutor:
         self.timeouts = settings.timeouts
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
+        self.bench = settings.bench
         self.requests = {"memory": f"{memory}Mi" if memory else None, "cpu": str(cpu) if cpu else None}
         self.image = image
         self.namespace = namespace
@@ -546,7 +546,7 @@ class KubernetesExecutor:
                 maps.append(env_dir / "configmap.json")
                 python = provider.interpreter(cell.resolved, "env")
             manifest = job_manifest(cell, sweep, self.image, self.namespace, self.timeouts, probe_map=probe["metadata"]["name"],
-                                    env_map=env_name, python=python, requests=self.requests, wheelhouse=self.wheelhouse)
+                                    env_map=env_name, python=python, requests=self.requests, wheelhouse=self.wheelhouse, bench=self.bench)
             _write_json(path / "job.json", manifest)
             self._maps[cell.id] = maps
             jobs.append(JobDir(cell, path, path, python))

@@ -24,7 +24,7 @@ from .. import envs
 from ..model import Cell, Observation
 from ..resolve import uv_bin
 from ..space import cache_dir
-from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, tail
+from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, tail
 from .quoting import shell_comment, shell_word
 
 READY_MARKER = ".gpucompat-ready"
@@ -80,6 +80,7 @@ class LocalExecutor:
         self.max_parallel_installs = settings.max_parallel_installs
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
+        self.bench = settings.bench
         self.env_root = env_root or cache_dir() / "envs"
         self._states: dict[int, str] = {}
         self._observations: dict[int, Observation] = {}
@@ -112,7 +113,8 @@ class LocalExecutor:
             (path / "run.sh").write_text("\n".join([
                 "#!/bin/sh", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
                 'cd "$(dirname "$0")" || exit 70',
-                f"exec {shell_word(interpreter)} probe.py --framework {shell_word(cell.stack.framework)} --result result.json", ""]))
+                # this process watches the stages: no --stage-timeouts for the probe to arm itself
+                f"exec {shell_word(interpreter)} probe.py {probe_arguments(cell.stack.framework, self.timeouts, self.bench, stage_timeouts=False)}", ""]))
             (path / "run.sh").chmod(0o755)
             jobs.append(JobDir(cell, path, env_dir, interpreter))
         return jobs

@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..model import Cell, Observation, Target
 from ..resolve import uv_bin
 from ..space import cache_dir
-from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, stage_timeout_arg, tail
+from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, tail
 from .local import READY_MARKER
 from .quoting import sbatch_directive, shell_comment, shell_word, slurm_name
 
@@ -93,6 +93,7 @@ class SlurmExecutor:
         self.timeouts = settings.timeouts
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
+        self.bench = settings.bench
         # the plan's [slurm] table: what this site needs on every job (values checked by plan.py)
         self.site_args = [f"--{flag}={value}" for flag, value in (
             ("partition", partition), ("account", account), ("qos", qos), ("reservation", reservation),
@@ -168,7 +169,6 @@ class SlurmExecutor:
         workdir.mkdir(parents=True, exist_ok=True)
         jobs, groups = [], {}
         self._arrays = []
-        stage_timeouts = stage_timeout_arg(self.timeouts)
         adopted = self.adoptable(cells, workdir)
         for cell in cells:
             provider = envs.provider(cell.stack.env)
@@ -201,8 +201,8 @@ class SlurmExecutor:
                     '  if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
                     "fi",
                 ]
-            lines.append(f"exec {shell_word(interpreter)} probe.py --framework {shell_word(cell.stack.framework)} "
-                         f"--result result.json --stage-timeouts {stage_timeouts} > stdout.log 2> stderr.log")
+            lines.append(f"exec {shell_word(interpreter)} probe.py {probe_arguments(cell.stack.framework, self.timeouts, self.bench)} "
+                         "> stdout.log 2> stderr.log")
             (path / "run.sh").write_text("\n".join(lines) + "\n")
             job = JobDir(cell, path, env_dir, interpreter)
             jobs.append(job)

@@ -6,7 +6,6 @@ Every row carries its `source`; lookups return the row so a verdict can cite it.
 from __future__ import annotations
 
 import csv
-import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -138,6 +137,16 @@ def cupy_packages(variant: str) -> list[dict]:
 
 def newest_cupy() -> Version:
     return max(Version(r["last_version"]) for r in table("cupy_packages"))
+
+
+@lru_cache(maxsize=None)
+def _peaks_by_name() -> dict:
+    return {gpus.key(row["gpu"]): row for row in table("gpu_peaks")}
+
+
+def gpu_peak(name: str) -> dict | None:
+    """The datasheet row for this board (peaks differ by board, so the name must match it, not just the chip)."""
+    return _peaks_by_name().get(gpus.key(name or ""))
 
 
 def known_defects(framework: str) -> list[dict]:

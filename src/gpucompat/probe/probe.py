@@ -61,6 +61,12 @@ each whether it loaded and ran, with the driver's error name and code. Verdicts:
       and jit_ptx compiles for the newest compute_ it knows below XY; if that runs, the
       stage passes with a warning ("ran by the driver's JIT");
     - no libnvrtc: both are skipped with the reason, and the stage passes on memcpy.
+
+The bench stage (only with --bench, after compute passed) measures how fast the stack runs:
+matrix products per data type, device copy, pinned host<->device transfers, launch latency,
+and the cloud-Slurm seed's small CNN training loop with the time to its first step; every
+figure carries NVML's clocks, power, temperature and throttle reasons before and after it
+(see "The bench rung" below). A figure that cannot be made is recorded with its reason.
 """
 
 import argparse
@@ -340,6 +346,9 @@ class Torch:
 
         ladder(facts, [("elementwise", elementwise), ("blas", blas)])
 
+    def bench(self, torch, facts):
+        bench_torch(torch, Bench(facts, self.bench_config), self.import_seconds)
+
 
 class TensorFlow:
     def import_(self, facts):
@@ -387,6 +396,14 @@ class TensorFlow:
             _compare(rung, _numpy_error(np, on_gpu(rung, tf.linalg.matmul), a64 @ b64))
 
         ladder(facts, [("elementwise", elementwise), ("blas", blas)])
+
+    def bench(self, tf, facts):
+        bench = Bench(facts, self.bench_config)
+        why = Unsupported("not measured for TensorFlow in this version: no TensorFlow GPU build was at hand to verify it on")
+        for measurement in ("matmul", "copy", "transfer", "launch", "train"):
+            if bench.wants(measurement):
+                bench.measure(measurement, "", "", _raise(why))
+
 
 
 class Jax:
@@ -443,6 +460,9 @@ class Jax:
             _compare(rung, _numpy_error(np, fetch(function(gpu["a"], gpu["b"])), np.tanh(a64) * b64 - a64 * 0.5))
 
         ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
+
+    def bench(self, jax, facts):
+        bench_jax(jax, Bench(facts, self.bench_config), self.import_seconds)
 
 
 AXPY_SOURCE = b"""
@@ -527,6 +547,9 @@ class CuPy:
             _compare(rung, _numpy_error(np, cupy.asnumpy(y), ref))
 
         ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
+
+    def bench(self, cupy, facts):
+        bench_cupy(cupy, Bench(facts, self.bench_config))
 
 
 # ---------------------------------------------------------------------------
@@ -909,6 +932,9 @@ class CudaRuntime:
             facts.get("nvrtc_version") or "?", " and ".join(ran) or "neither SASS nor PTX")
         finish_ladder(facts, failed)
 
+    def bench(self, lib, facts):
+        bench_cuda_runtime(self, Bench(facts, self.bench_config))
+
 
 def jit_outcome(facts, sass, ptx):
     """(the rung the stage fails with or None, a warning or None) from the jit_sass and jit_ptx
@@ -931,6 +957,556 @@ def jit_outcome(facts, sass, ptx):
     return None, None
 
 
+# ---------------------------------------------------------------------------
+# The bench rung: how fast a working stack runs (run only when asked, after compute passed).
+# Every figure goes to record["facts"]["figures"] as
+#   {"measurement": "matmul", "dtype": "bf16", "value": 781.2, "unit": "TFLOP/s", "better": "higher",
+#    "spread": 3.1, "repetitions": 10, "samples": [...], "size": "8192x8192x8192", "note": "...",
+#    "clocks": {"before": {...}, "after": {...}}}      (NVML snapshots, see Nvml.snapshot)
+# or, where the framework or GPU cannot do it, {"measurement", "dtype", "unsupported": "why"},
+# or, where it broke, {"measurement", "dtype", "error": {...}}. A figure that broke does not
+# fail the stage: the verdict is about compatibility, the bench only adds figures.
+# ---------------------------------------------------------------------------
+
+BENCH_DEFAULTS = {"measurements": ["matmul", "copy", "transfer", "launch", "train"],
+                  "dtypes": ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8"], "size": 8192, "repetitions": 10}
+WARMUP_S = 0.3  # long enough for the clocks to rise from idle before the timed repetitions
+COPY_BYTES = 1 << 30
+TRANSFER_BYTES = 1 << 28
+LAUNCHES = 200
+CNN_BATCH, CNN_STEPS = 64, 50  # the cloud-Slurm seed's per-worker batch; steps per timed repetition
+CNN_NOTE = "Conv2D(32, 3x3) -> Dense 128 -> Dense 10, SGD lr 0.2, batch 64 of 28x28 synthetic images (the cloud-Slurm seed's model)"
+THROTTLE_REASONS = ((0x1, "gpu_idle"), (0x2, "applications_clocks"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+                    (0x10, "sync_boost"), (0x20, "sw_thermal"), (0x40, "hw_thermal"), (0x80, "hw_power_brake"),
+                    (0x100, "display_clocks"))
+
+
+class Unsupported(Exception):
+    """This framework or GPU cannot make this figure: recorded with the reason, not as an error."""
+
+
+class Nvml:
+    """The GPU's clocks, power, temperature and throttle reasons, through libnvidia-ml.so.1 (NVML's C API)."""
+
+    def __init__(self):
+        self.lib, self.handle, self.error = None, None, None
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            self._check(lib.nvmlInit_v2(), "nvmlInit_v2")
+            handle = ctypes.c_void_p()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+            if visible.startswith(("GPU-", "MIG-")):  # the local executor pins a probe to one GPU by UUID
+                self._check(lib.nvmlDeviceGetHandleByUUID(visible.encode(), ctypes.byref(handle)), "nvmlDeviceGetHandleByUUID")
+            else:
+                index = int(visible) if visible.isdigit() else 0
+                self._check(lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)), "nvmlDeviceGetHandleByIndex_v2")
+            self.lib, self.handle = lib, handle
+        except (OSError, AttributeError, RuntimeError) as exc:
+            self.error = str(exc)
+
+    @staticmethod
+    def _check(code, call):
+        if code:
+            raise RuntimeError("%s returned NVML error %d" % (call, code))
+
+    def _uint(self, call, *args):
+        value = ctypes.c_uint(0)
+        code = getattr(self.lib, call)(self.handle, *(args + (ctypes.byref(value),)))
+        return value.value if code == 0 else None
+
+    def snapshot(self):
+        if self.lib is None:
+            return {"error": self.error}
+        reasons = ctypes.c_ulonglong(0)
+        query = getattr(self.lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or self.lib.nvmlDeviceGetCurrentClocksThrottleReasons
+        throttle = None
+        if query(self.handle, ctypes.byref(reasons)) == 0:
+            throttle = [name for bit, name in THROTTLE_REASONS if reasons.value & bit]
+        power, limit = self._uint("nvmlDeviceGetPowerUsage"), self._uint("nvmlDeviceGetEnforcedPowerLimit")
+        return {"sm_mhz": self._uint("nvmlDeviceGetClockInfo", 1), "mem_mhz": self._uint("nvmlDeviceGetClockInfo", 2),
+                "max_sm_mhz": self._uint("nvmlDeviceGetMaxClockInfo", 1), "temp_c": self._uint("nvmlDeviceGetTemperature", 0),
+                "power_w": power / 1000.0 if power is not None else None,
+                "power_limit_w": limit / 1000.0 if limit is not None else None, "throttle": throttle}
+
+
+def _quartiles(samples):
+    ordered = sorted(samples)
+    def at(q):
+        position = q * (len(ordered) - 1)
+        low = int(position)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return at(0.25), at(0.5), at(0.75)
+
+
+class Bench:
+    """Runs measurements and records their figures; one per (measurement, dtype)."""
+
+    def __init__(self, facts, config):
+        self.config = dict(BENCH_DEFAULTS, **(config or {}))
+        self.facts = facts
+        self.nvml = Nvml()
+        facts.update(config=self.config, figures=[])
+        if self.nvml.error:
+            facts["nvml_error"] = self.nvml.error
+
+    def wants(self, measurement):
+        return measurement in self.config["measurements"]
+
+    def measure(self, measurement, dtype, unit, body, better="higher"):
+        """body() -> (samples in `unit`, {"size": ..., "note": ...}); raises Unsupported where it cannot."""
+        figure = {"measurement": measurement, "dtype": dtype}
+        self.facts["figures"].append(figure)
+        before = self.nvml.snapshot()
+        began = time.perf_counter()
+        try:
+            samples, extra = body()
+            low, median, high = _quartiles(samples)
+            figure.update(value=median, unit=unit, better=better, spread=high - low if len(samples) > 1 else None,
+                          repetitions=len(samples), samples=[round(s, 6) for s in samples], **extra)
+        except Unsupported as exc:
+            figure["unsupported"] = str(exc)
+        except Exception as exc:  # the evidence is the point; the stage itself goes on
+            figure["error"] = _error(exc)
+        figure["duration_s"] = round(time.perf_counter() - began, 3)
+        figure["clocks"] = {"before": before, "after": self.nvml.snapshot()}
+        _checkpoint()
+        return figure
+
+
+REPETITION_S = 0.05
+
+
+def _batch(one_s):
+    """How many runs of one_s seconds make one repetition of about REPETITION_S (1 to 50)."""
+    return max(1, min(50, int(REPETITION_S / max(one_s, 1e-6))))
+
+
+def _timed(run, sync, reps, warmup_s=WARMUP_S):
+    """Seconds per repetition of run(), timed by the wall clock around a synchronising call."""
+    began = time.perf_counter()
+    run()
+    sync()
+    while time.perf_counter() - began < warmup_s:
+        run()
+        sync()
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        run()
+        sync()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def bench_torch(torch, bench, import_seconds):
+    reps, n = bench.config["repetitions"], bench.config["size"]
+    cuda = torch.device("cuda")
+
+    def events(run, count=reps):
+        """Seconds per run(), CUDA events around each repetition (the device's own clock); a repetition
+        is a batch of back-to-back runs lasting about REPETITION_S, as a steady workload is."""
+        one = _timed(run, torch.cuda.synchronize, 1)[0]
+        batch = _batch(one)
+        samples = []
+        for _ in range(count):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(batch):
+                run()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) / 1000.0 / batch)
+        return samples
+
+    dtypes = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+    def matmul(name):
+        def body():
+            size = n // 2 if name == "fp64" else n  # fp64 runs at 1/2 to 1/64 of fp32: a smaller product keeps it short
+            tf32 = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+            try:
+                if name == "fp8":
+                    major, minor = torch.cuda.get_device_capability()
+                    if (major, minor) < (8, 9) or not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+                        raise Unsupported("fp8 matrix products need compute capability 8.9+ and torch._scaled_mm")
+                    a = torch.randn(size, size, device=cuda).to(torch.float8_e4m3fn)
+                    b = torch.randn(size, size, device=cuda).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+                    scale = torch.tensor(1.0, device=cuda)
+                    run = lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)  # noqa: E731
+                    note = "torch._scaled_mm, e4m3 inputs, bf16 output"
+                else:
+                    a, b = torch.randn(size, size, device=cuda, dtype=dtypes[name]), torch.randn(size, size, device=cuda, dtype=dtypes[name])
+                    out = torch.empty(size, size, device=cuda, dtype=dtypes[name])
+                    run = lambda: torch.matmul(a, b, out=out)  # noqa: E731
+                    note = "torch.matmul, allow_tf32=%s" % (name == "tf32")
+                seconds = events(run)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch.cuda.empty_cache()
+            return [2.0 * size ** 3 / s / 1e12 for s in seconds], {"size": "%dx%dx%d" % (size, size, size), "note": note}
+        return body
+
+    if bench.wants("matmul"):
+        for name in bench.config["dtypes"]:
+            bench.measure("matmul", name, "TFLOP/s", matmul(name))
+
+    def copy():
+        src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device=cuda)
+        dst = torch.empty_like(src)
+        seconds = events(lambda: dst.copy_(src))
+        return [2.0 * COPY_BYTES / s / 1e9 for s in seconds], {"size": "%d MiB" % (COPY_BYTES >> 20), "note": "dst.copy_(src): bytes read + written"}
+
+    def transfer(direction):
+        def body():
+            host = torch.empty(TRANSFER_BYTES, dtype=torch.uint8, pin_memory=True)
+            device = torch.empty(TRANSFER_BYTES, dtype=torch.uint8, device=cuda)
+            run = (lambda: device.copy_(host, non_blocking=True)) if direction == "h2d" else (lambda: host.copy_(device, non_blocking=True))
+            return [TRANSFER_BYTES / s / 1e9 for s in events(run)], {"size": "%d MiB" % (TRANSFER_BYTES >> 20), "note": "pinned host memory"}
+        return body
+
+    def launch():
+        x = torch.zeros(1, device=cuda)
+        seconds = _timed(lambda: x.add_(1.0), torch.cuda.synchronize, LAUNCHES)
+        return [s * 1e6 for s in seconds], {"note": "x.add_(1) on one element, then torch.cuda.synchronize(): launch and round trip"}
+
+    if bench.wants("copy"):
+        bench.measure("copy", "", "GB/s", copy)
+    if bench.wants("transfer"):
+        bench.measure("h2d", "", "GB/s", transfer("h2d"))
+        bench.measure("d2h", "", "GB/s", transfer("d2h"))
+    if bench.wants("launch"):
+        bench.measure("launch", "", "us", launch, better="lower")
+    if bench.wants("train"):
+        first = {}
+
+        def train():
+            began = time.perf_counter()
+            nn = torch.nn
+            model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 26 * 26, 128), nn.ReLU(),
+                                  nn.Linear(128, 10)).to(cuda)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
+            loss_fn = nn.CrossEntropyLoss()
+            x = torch.rand(CNN_BATCH, 1, 28, 28, device=cuda)
+            y = torch.randint(0, 10, (CNN_BATCH,), device=cuda)
+
+            def step():
+                optimizer.zero_grad(set_to_none=True)
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+
+            step()
+            torch.cuda.synchronize()
+            first["seconds"] = import_seconds + time.perf_counter() - began
+
+            def steps():
+                for _ in range(CNN_STEPS):
+                    step()
+            return [CNN_BATCH * CNN_STEPS / s for s in events(steps, max(3, reps // 2))], {"note": CNN_NOTE}
+
+        bench.measure("train", "fp32", "images/s", train)
+        bench.measure("first_step", "", "s", lambda: _first_step(first, "import torch, build the model, one training step"), better="lower")
+
+
+def _first_step(first, what):
+    if "seconds" not in first:
+        raise Unsupported("the training loop did not run")
+    return [first["seconds"]], {"note": what}
+
+
+def bench_jax(jax, bench, import_seconds):
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax.config.update("jax_enable_x64", True)  # for fp64; every array below names its dtype
+    reps, n = bench.config["repetitions"], bench.config["size"]
+    device = jax.devices("gpu")[0]
+    block = lambda out: out.block_until_ready()  # noqa: E731
+    types = {"fp64": jnp.float64, "fp32": jnp.float32, "tf32": jnp.float32, "fp16": jnp.float16, "bf16": jnp.bfloat16}
+
+    def batched(call):
+        """Seconds per call(): the wall clock around batches of back-to-back calls and one block_until_ready."""
+        out = {}
+        batch = _batch(_timed(lambda: out.update(r=call()), lambda: block(out["r"]), 1)[0])
+
+        def run():
+            for _ in range(batch):
+                out["r"] = call()
+        return [s / batch for s in _timed(run, lambda: block(out["r"]), reps, warmup_s=0)]
+
+    def matmul(name):
+        def body():
+            size = n // 2 if name == "fp64" else n
+            keys = jax.random.split(jax.random.PRNGKey(0))
+            if name == "fp8":
+                if not hasattr(jnp, "float8_e4m3fn"):
+                    raise Unsupported("this jax has no float8_e4m3fn")
+                a, b = (jax.random.normal(k, (size, size), dtype=jnp.float32).astype(jnp.float8_e4m3fn) for k in keys)
+                f = jax.jit(lambda x, y: jax.lax.dot(x, y, preferred_element_type=jnp.bfloat16))
+                note = "jax.lax.dot, e4m3 inputs, bf16 result"
+            else:
+                a, b = (jax.random.normal(k, (size, size), dtype=types[name]) for k in keys)
+                precision = jax.lax.Precision.DEFAULT if name == "tf32" else jax.lax.Precision.HIGHEST
+                f = jax.jit(lambda x, y: jnp.matmul(x, y, precision=precision))
+                note = "jnp.matmul under jax.jit, precision %s%s" % (
+                    precision, " (XLA's TF32 on Ampere and newer)" if name == "tf32" else "")
+            a, b = jax.device_put(a, device), jax.device_put(b, device)
+            seconds = batched(lambda: f(a, b))
+            return [2.0 * size ** 3 / s / 1e12 for s in seconds], {"size": "%dx%dx%d" % (size, size, size), "note": note}
+        return body
+
+    if bench.wants("matmul"):
+        for name in bench.config["dtypes"]:
+            bench.measure("matmul", name, "TFLOP/s", matmul(name))
+
+    def copy():
+        x = jax.device_put(jnp.zeros(COPY_BYTES // 4, dtype=jnp.float32), device)
+        f = jax.jit(lambda v: v + 1.0)
+        seconds = batched(lambda: f(x))
+        return [2.0 * COPY_BYTES / s / 1e9 for s in seconds], {"size": "%d MiB" % (COPY_BYTES >> 20), "note": "jax.jit(x + 1): bytes read + written"}
+
+    def transfer(direction):
+        def body():
+            host = np.ones(TRANSFER_BYTES, dtype=np.uint8)
+            if direction == "h2d":
+                out = {}
+                seconds = _timed(lambda: out.update(r=jax.device_put(host, device)), lambda: block(out["r"]), reps)
+            else:  # a new array each time: a jax.Array keeps its host copy once fetched
+                seconds = []
+                for index in range(reps + 2):
+                    fresh = block(jax.device_put(host, device))
+                    start = time.perf_counter()
+                    np.asarray(fresh)
+                    if index >= 2:
+                        seconds.append(time.perf_counter() - start)
+            return [TRANSFER_BYTES / s / 1e9 for s in seconds], {"size": "%d MiB" % (TRANSFER_BYTES >> 20),
+                                                              "note": "jax.device_put / jax.device_get (JAX stages host memory itself; not pinned)"}
+        return body
+
+    def launch():
+        f = jax.jit(lambda v: v + 1.0)
+        x = jax.device_put(jnp.zeros((), dtype=jnp.float32), device)
+        out = {}
+        seconds = _timed(lambda: out.update(r=f(x)), lambda: block(out["r"]), LAUNCHES)
+        return [s * 1e6 for s in seconds], {"note": "a jitted x + 1 on a scalar, then block_until_ready(): dispatch and round trip"}
+
+    if bench.wants("copy"):
+        bench.measure("copy", "", "GB/s", copy)
+    if bench.wants("transfer"):
+        bench.measure("h2d", "", "GB/s", transfer("h2d"))
+        bench.measure("d2h", "", "GB/s", transfer("d2h"))
+    if bench.wants("launch"):
+        bench.measure("launch", "", "us", launch, better="lower")
+    if bench.wants("train"):
+        first = {}
+
+        def train():
+            began = time.perf_counter()
+            keys = jax.random.split(jax.random.PRNGKey(1), 4)
+            scale = lambda fan_in: (2.0 / fan_in) ** 0.5  # noqa: E731
+            params = {
+                "conv": jax.random.normal(keys[0], (32, 1, 3, 3), dtype=jnp.float32) * scale(9),
+                "dense": jax.random.normal(keys[1], (32 * 26 * 26, 128), dtype=jnp.float32) * scale(32 * 26 * 26),
+                "out": jax.random.normal(keys[2], (128, 10), dtype=jnp.float32) * scale(128),
+            }
+
+            def loss(p, x, y):
+                h = jax.lax.conv_general_dilated(x, p["conv"], (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+                h = jax.nn.relu(h).reshape(x.shape[0], -1)
+                logits = jax.nn.relu(h @ p["dense"]) @ p["out"]
+                return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
+
+            @jax.jit
+            def step(p, x, y):
+                grads = jax.grad(loss)(p, x, y)
+                return jax.tree_util.tree_map(lambda w, g: w - 0.2 * g, p, grads)
+
+            x = jax.device_put(jax.random.uniform(keys[3], (CNN_BATCH, 1, 28, 28), dtype=jnp.float32), device)
+            y = jax.device_put(jnp.arange(CNN_BATCH, dtype=jnp.int32) % 10, device)
+            state = {"p": jax.device_put(params, device)}
+            state["p"] = step(state["p"], x, y)
+            jax.block_until_ready(state["p"])
+            first["seconds"] = import_seconds + time.perf_counter() - began
+
+            def steps():
+                for _ in range(CNN_STEPS):
+                    state["p"] = step(state["p"], x, y)
+            seconds = _timed(steps, lambda: jax.block_until_ready(state["p"]), max(3, reps // 2))
+            return [CNN_BATCH * CNN_STEPS / s for s in seconds], {"note": CNN_NOTE + ", in plain JAX (lax.conv, jax.grad)"}
+
+        bench.measure("train", "fp32", "images/s", train)
+        bench.measure("first_step", "", "s", lambda: _first_step(first, "import jax, build the model, JIT-compile and run one step"), better="lower")
+
+
+def bench_cupy(cupy, bench):
+    import numpy as np
+
+    reps, n = bench.config["repetitions"], bench.config["size"]
+
+    def events(run, count=reps):  # as bench_torch's: CUDA events around batches of back-to-back runs
+        batch = _batch(_timed(run, cupy.cuda.Device().synchronize, 1)[0])
+        samples = []
+        for _ in range(count):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            for _ in range(batch):
+                run()
+            end.record()
+            end.synchronize()
+            samples.append(cupy.cuda.get_elapsed_time(start, end) / 1000.0 / batch)
+        return samples
+
+    unsupported = {"tf32": "CuPy turns TF32 on only through CUPY_TF32=1, read at import", "bf16": "CuPy has no bfloat16 dtype",
+                   "fp8": "CuPy has no fp8 dtype"}
+
+    def matmul(name):
+        def body():
+            if name in unsupported:
+                raise Unsupported(unsupported[name])
+            size = n // 2 if name == "fp64" else n
+            dtype = {"fp64": "float64", "fp32": "float32", "fp16": "float16"}[name]
+            a = cupy.random.standard_normal((size, size), dtype="float64" if dtype == "float64" else "float32").astype(dtype)
+            b = a.T.copy()
+            out = cupy.empty((size, size), dtype=dtype)
+            seconds = events(lambda: cupy.matmul(a, b, out=out))
+            return [2.0 * size ** 3 / s / 1e12 for s in seconds], {"size": "%dx%dx%d" % (size, size, size), "note": "cupy.matmul (cuBLAS)"}
+        return body
+
+    if bench.wants("matmul"):
+        for name in bench.config["dtypes"]:
+            bench.measure("matmul", name, "TFLOP/s", matmul(name))
+
+    def copy():
+        src = cupy.empty(COPY_BYTES // 4, dtype="float32")
+        dst = cupy.empty_like(src)
+        seconds = events(lambda: cupy.copyto(dst, src))
+        return [2.0 * COPY_BYTES / s / 1e9 for s in seconds], {"size": "%d MiB" % (COPY_BYTES >> 20), "note": "cupy.copyto: bytes read + written"}
+
+    def transfer(direction):
+        def body():
+            pinned = cupy.cuda.alloc_pinned_memory(TRANSFER_BYTES)
+            host = np.frombuffer(pinned, dtype=np.uint8, count=TRANSFER_BYTES)
+            device = cupy.empty(TRANSFER_BYTES, dtype="uint8")
+            run = (lambda: device.set(host)) if direction == "h2d" else (lambda: device.get(out=host))
+            return [TRANSFER_BYTES / s / 1e9 for s in events(run)], {"size": "%d MiB" % (TRANSFER_BYTES >> 20), "note": "pinned host memory"}
+        return body
+
+    def launch():
+        x = cupy.zeros(1, dtype="float32")
+        seconds = _timed(lambda: x.__iadd__(1.0), cupy.cuda.Device().synchronize, LAUNCHES)
+        return [s * 1e6 for s in seconds], {"note": "x += 1 on one element, then synchronize: launch and round trip"}
+
+    if bench.wants("copy"):
+        bench.measure("copy", "", "GB/s", copy)
+    if bench.wants("transfer"):
+        bench.measure("h2d", "", "GB/s", transfer("h2d"))
+        bench.measure("d2h", "", "GB/s", transfer("d2h"))
+    if bench.wants("launch"):
+        bench.measure("launch", "", "us", launch, better="lower")
+    if bench.wants("train"):
+        bench.measure("train", "fp32", "images/s", _raise(Unsupported("CuPy has no automatic differentiation: the training loop is torch's and JAX's")))
+
+
+def _raise(exc):
+    def body():
+        raise exc
+    return body
+
+
+def bench_cuda_runtime(runtime, bench):
+    """memcpy bandwidths through libcudart (pinned host memory from cudaMallocHost, cudaEvent timing)
+    and launch latency of the NVRTC axpy kernel through the driver API; no BLAS, no training."""
+    reps = bench.config["repetitions"]
+    call, lib = runtime._call, runtime.lib
+    lib.cudaEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
+
+    def events(run):
+        start, end = ctypes.c_void_p(), ctypes.c_void_p()
+        call("cudaEventCreate", ctypes.byref(start))
+        call("cudaEventCreate", ctypes.byref(end))
+        try:
+            run()
+            call("cudaDeviceSynchronize")
+            samples = []
+            for _ in range(reps):
+                call("cudaEventRecord", start, None)
+                run()
+                call("cudaEventRecord", end, None)
+                call("cudaEventSynchronize", end)
+                elapsed = ctypes.c_float(0.0)
+                call("cudaEventElapsedTime", ctypes.byref(elapsed), start, end)
+                samples.append(elapsed.value / 1000.0)
+            return samples
+        finally:
+            lib.cudaEventDestroy(start)
+            lib.cudaEventDestroy(end)
+
+    def with_buffers(nbytes, pinned, body):
+        first, second = ctypes.c_void_p(), ctypes.c_void_p()
+        call("cudaMallocHost" if pinned else "cudaMalloc", ctypes.byref(first), ctypes.c_size_t(nbytes))
+        try:
+            call("cudaMalloc", ctypes.byref(second), ctypes.c_size_t(nbytes))
+            try:
+                return body(first, second)
+            finally:
+                lib.cudaFree(second)
+        finally:
+            (lib.cudaFreeHost if pinned else lib.cudaFree)(first)
+
+    def copy():
+        size = ctypes.c_size_t(COPY_BYTES)
+        seconds = with_buffers(COPY_BYTES, False, lambda a, b: events(lambda: call("cudaMemcpy", b, a, size, 3)))
+        return [2.0 * COPY_BYTES / s / 1e9 for s in seconds], {"size": "%d MiB" % (COPY_BYTES >> 20), "note": "cudaMemcpy device to device: bytes read + written"}
+
+    def transfer(direction):
+        def body():
+            size = ctypes.c_size_t(TRANSFER_BYTES)
+            kind = runtime.H2D if direction == "h2d" else runtime.D2H
+            seconds = with_buffers(TRANSFER_BYTES, True, lambda host, dev: events(
+                lambda: call("cudaMemcpy", dev, host, size, kind) if kind == runtime.H2D else call("cudaMemcpy", host, dev, size, kind)))
+            return [TRANSFER_BYTES / s / 1e9 for s in seconds], {"size": "%d MiB" % (TRANSFER_BYTES >> 20), "note": "cudaMemcpy, pinned host memory (cudaMallocHost)"}
+        return body
+
+    def launch():
+        if runtime.nvrtc is None:
+            raise Unsupported("no libnvrtc in this environment to compile a kernel with")
+        facts = {}
+        try:
+            target = runtime._jit_target(facts, "sass")
+            kind = "cubin"
+        except RungSkipped:
+            target, kind = runtime._jit_target(facts, "ptx"), "ptx"
+        image, _log = nvrtc_compile(runtime.nvrtc, target, kind)
+        buffer = ctypes.create_string_buffer(image)
+        module, function = ctypes.c_void_p(), ctypes.c_void_p()
+        runtime._cu("cuModuleLoadData", ctypes.byref(module), ctypes.cast(buffer, ctypes.c_void_p))
+        pointer = ctypes.c_void_p()
+        try:
+            runtime._cu("cuModuleGetFunction", ctypes.byref(function), module, b"axpy")
+            call("cudaMalloc", ctypes.byref(pointer), ctypes.c_size_t(4))
+            args = [ctypes.c_float(0.0), ctypes.c_void_p(pointer.value), ctypes.c_void_p(pointer.value), ctypes.c_int(1)]
+            params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(arg) for arg in args])
+            seconds = _timed(lambda: runtime._cu("cuLaunchKernel", function, 1, 1, 1, 32, 1, 1, 0, None, params, None),
+                             lambda: runtime._cu("cuCtxSynchronize"), LAUNCHES)
+        finally:
+            if pointer.value:
+                lib.cudaFree(pointer)
+            runtime.cu.cuModuleUnload(module)
+        return [s * 1e6 for s in seconds], {"note": "cuLaunchKernel of NVRTC's axpy (%s) on one element, then cuCtxSynchronize" % target}
+
+    if bench.wants("matmul"):
+        for name in bench.config["dtypes"]:
+            bench.measure("matmul", name, "TFLOP/s", _raise(Unsupported("a cuda-runtime stack has no BLAS")))
+    if bench.wants("copy"):
+        bench.measure("copy", "", "GB/s", copy)
+    if bench.wants("transfer"):
+        bench.measure("h2d", "", "GB/s", transfer("h2d"))
+        bench.measure("d2h", "", "GB/s", transfer("d2h"))
+    if bench.wants("launch"):
+        bench.measure("launch", "", "us", launch, better="lower")
+
+
 ADAPTERS = {"torch": Torch, "tensorflow": TensorFlow, "jax": Jax, "cupy": CuPy, "cuda-runtime": CudaRuntime}
 
 
@@ -941,12 +1517,14 @@ def write(path, result):
     os.replace(tmp, path)
 
 
-def run(framework, result_path, stages=STAGES, stage_timeouts=None):
+def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config=None):
     """stage_timeouts: {stage: seconds}. A batch job has no parent watching it, so the probe
     arms SIGALRM itself; its default action ends the process even inside a hung C call, and
-    result.json already names the stage that was running."""
+    result.json already names the stage that was running. bench_config: the bench stage's
+    measurements, dtypes, size and repetitions (BENCH_DEFAULTS fills what it leaves out)."""
     stage_timeouts = stage_timeouts or {}
     adapter = ADAPTERS[framework]()
+    adapter.bench_config, adapter.import_seconds = bench_config, 0.0
     result = {
         "probe_version": PROBE_VERSION,
         "framework": framework,
@@ -997,6 +1575,8 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None):
                 signal.alarm(0)
             del record["running"]
             record["duration_s"] = round(time.perf_counter() - began, 4)
+            if stage == "import":  # the bench's time to the first training step starts at the import
+                adapter.import_seconds = record["duration_s"]
             if caught:
                 record["warnings"] = [str(w.message)[:2000] for w in caught][:20]
             save()
@@ -1017,10 +1597,15 @@ def main(argv=None):
     parser.add_argument("--result", required=True, help="path of the JSON result, rewritten after every stage")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--stage-timeouts", default="", help="e.g. import=300,device=120,compute=300 (seconds)")
+    parser.add_argument("--bench", default=None, help="run the bench stage after compute; JSON: "
+                        "{\"measurements\": [...], \"dtypes\": [...], \"size\": 8192, \"repetitions\": 10}")
     args = parser.parse_args(argv)
     stages = tuple(s for s in args.stages.split(",") if s)
     timeouts = dict((k, float(v)) for k, v in (item.split("=", 1) for item in args.stage_timeouts.split(",") if item))
-    result = run(args.framework, args.result, stages, timeouts)
+    bench_config = json.loads(args.bench) if args.bench else None
+    if bench_config is not None and "bench" not in stages:
+        stages += ("bench",)
+    result = run(args.framework, args.result, stages, timeouts, bench_config)
     last = list(result["stages"].values())[-1] if result["stages"] else {}
     return 0 if last.get("ok") else 1
 

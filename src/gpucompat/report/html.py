@@ -3,7 +3,9 @@
 Jinja2 with autoescape: every captured text (error messages, logs, names) is escaped.
 A matrix per framework (rows: version/variant/Python/env; columns: GPU classes), each
 cell coloured by its code with the evidence and the prediction one click away
-(<details>, so it works without JavaScript).
+(<details>, so it works without JavaScript). With bench figures, a Benchmarks section: the
+matrix-product throughput and a trend across framework versions as inline SVG (report/bench.py),
+and a table of every figure.
 """
 
 from __future__ import annotations
@@ -29,7 +31,21 @@ def _row(raw: dict) -> dict:
     return row
 
 
-def render(sweep: dict, raw_rows: list[dict]) -> str:
+def _bench(bench_rows: list[dict] | None) -> dict | None:
+    """The Benchmarks section: the two charts (inline SVG, escaped by bench.py) and every figure."""
+    if not bench_rows:
+        return None
+    from . import bench
+
+    dtype = bench.trend_dtype(bench_rows)
+    return {"count": len(bench_rows), "throttled": sum(1 for r in bench_rows if r.get("throttled")),
+            "throughput": bench.throughput_chart(bench_rows),
+            "trend": bench.trend_chart(bench_rows, "matmul", dtype) if dtype and bench.trend_versions(bench_rows, "matmul", dtype) > 1 else "",
+            "trend_dtype": dtype, "summary": bench.bench_summary(bench_rows)}
+
+
+def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = None) -> str:
+    """The report of one sweep; `bench_rows` (store.bench_rows) adds its benchmark figures."""
     rows = [_row(r) for r in raw_rows]
     done = [r for r in rows if r["code"] != "PENDING"]
     valid = [r for r in done if r["code"] == PASS]
@@ -53,4 +69,4 @@ def render(sweep: dict, raw_rows: list[dict]) -> str:
               "surprises": sum(r["surprise"] for r in rows), "predicted": sum(1 for r in done if r["observed"] is False)}
     return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices,
                            surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
-                           untested=untested)
+                           untested=untested, bench=_bench(bench_rows))
