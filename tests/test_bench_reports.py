@@ -104,8 +104,11 @@ def test_launch_latency_going_up_is_slower_and_down_is_faster():
     up = compare([figure("launch", "", 4.3, 0.1, unit="us", better="lower")], [figure("launch", "", 6.1, 0.1, unit="us", better="lower", sweep=4)])
     assert len(up["slower"]) == 1 and up["faster"] == []
     assert round(up["slower"][0]["change"], 3) == round(-(6.1 - 4.3) / 4.3, 3)  # negative: slower
-    down = compare([figure("launch", "", 6.1, 0.1, unit="us", better="lower")], [figure("launch", "", 4.3, 0.1, unit="us", better="lower", sweep=4)])
+    down = compare([figure("launch", "", 6.1, 0.1, unit="us", better="lower")], [figure("launch", "", 4.0, 0.1, unit="us", better="lower", sweep=4)])
     assert len(down["faster"]) == 1 and down["faster"][0]["change"] > 0
+    # launch latency drifts up to 25 % between two runs of one cell (docs/evidence/bench-h100): 20 % is noise
+    drift = compare([figure("launch", "", 14.0, 0.1, unit="us", better="lower")], [figure("launch", "", 16.8, 0.1, unit="us", better="lower", sweep=4)])
+    assert drift["slower"] == [] and len(drift["unchanged"]) == 1
 
 
 def test_figures_in_one_sweep_only_are_not_compared():

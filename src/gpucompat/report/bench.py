@@ -209,12 +209,20 @@ def _pooled(rows: list[dict]) -> dict:
             "units": {r.get("unit") for r in rows}}
 
 
+# What moves between two runs of the same cell on an idle GPU beyond their own repetitions' spread:
+# two identical sweeps on an H100 (docs/evidence/bench-h100, diff in extra.tar.gz) moved launch
+# latency by up to 25 %, the time to the first step (disk caches, JIT) by 37 % and JAX's small CNN
+# by 45 %, while matrix products and bandwidths stayed within 3 %. Their floor is set above that.
+NOISE_FLOOR = {"launch": 0.30, "first_step": 0.50, "train": 0.50}
+
+
 def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = THRESHOLD) -> dict[str, list[dict]]:
     """Bench figures of two sweeps -> {"slower", "faster", "unchanged", "not_compared"}.
 
     Rows are matched by (framework, version, variant, python, gpu, measurement, dtype). A figure changed
-    only when its median moved by more than the larger of `threshold` (10 %) of the old value and the two
-    spreads (interquartile ranges) added: noise within what the repetitions already showed is no change.
+    only when its median moved by more than the larger of `threshold` (10 %) of the old value (or the
+    measurement's NOISE_FLOOR) and the two spreads (interquartile ranges) added: noise within what the
+    repetitions, or two runs of the same cell, already show is no change.
 
     Each entry: {"key": {...the seven fields}, "before", "after", "unit", "better", "change",
     "spread_before", "spread_after", "throttled_before", "throttled_after", "cells_before", "cells_after"}.
@@ -259,7 +267,8 @@ def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = 
         moved = b["value"] - a["value"]
         sign = 1 if entry["better"] == "higher" else -1
         entry["change"] = sign * moved / a["value"]
-        margin = max(threshold * abs(a["value"]), (a["spread"] or 0.0) + (b["spread"] or 0.0))
+        floor = max(threshold, NOISE_FLOOR.get(named["measurement"], 0.0))
+        margin = max(floor * abs(a["value"]), (a["spread"] or 0.0) + (b["spread"] or 0.0))
         if abs(moved) <= margin:
             result["unchanged"].append(entry)
         else:
