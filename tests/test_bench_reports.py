@@ -87,7 +87,8 @@ def test_fifteen_percent_is_slower_or_faster():
     entry = slower["slower"][0]
     assert round(entry["change"], 3) == -0.15 and entry["before"] == 781.2 and entry["unit"] == "TFLOP/s"
     assert entry["spread_before"] == 4.1 and entry["key"] == {"framework": "torch", "version": "2.11.0+cu130", "variant": "installed",
-                                                             "python": "3.12", "gpu": "NVIDIA H200", "measurement": "matmul", "dtype": "bf16"}
+                                                             "python": "3.12", "gpu": "NVIDIA H200", "measurement": "matmul", "dtype": "bf16",
+                                                             "processes": 1}
     faster = compare([figure(value=781.2)], [figure(value=781.2 * 1.15, sweep=4)])
     assert len(faster["faster"]) == 1 and round(faster["faster"][0]["change"], 3) == 0.15 and faster["slower"] == []
 

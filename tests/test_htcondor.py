@@ -62,8 +62,8 @@ def test_submit_descriptions_and_dag_read_back_with_the_bindings(tmp_path):
     # a relative executable is relative to condor_submit's directory (DAGMan's), never initialdir
     assert torch_job["executable"] == str(tmp_path / "cell-1" / "run.sh") and Path(torch_job["executable"]).is_file()
     assert torch_job["log"] == str(tmp_path / "cell-1" / "job.log") and torch_job["initialdir"] == str(tmp_path / "cell-1")
-    assert torch_job["transfer_input_files"] == "probe.py, install.sh, requirements.txt"
-    assert current_job["transfer_input_files"] == "probe.py"
+    assert torch_job["transfer_input_files"] == "probe.py, ddp_worker.py, install.sh, requirements.txt"
+    assert current_job["transfer_input_files"] == "probe.py, ddp_worker.py"
     dag = [line.split() for line in (tmp_path / DAG_FILE).read_text().splitlines() if line and not line.startswith("#")]
     assert dag == [["JOB", "cell1:0", "cell1.sub"], ["SCRIPT", "POST", "cell1:0", str(tmp_path / "cell-1" / "post.sh"), "$RETURN"],
                    ["JOB", "cell2:0", "cell2.sub"], ["SCRIPT", "POST", "cell2:0", str(tmp_path / "cell-2" / "post.sh"), "$RETURN"]]

@@ -7,7 +7,7 @@ from .knowledge import tables
 
 # NVML's clocks-event reasons that lower a figure; idle, application clocks, sync boost and display do not
 THROTTLING = {"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"}
-ORDER = ("matmul", "copy", "h2d", "d2h", "launch", "train", "first_step")
+ORDER = ("matmul", "copy", "h2d", "d2h", "launch", "train", "first_step", "shared_matmul", "shared_train", "scaling_cnn", "scaling_large")
 DTYPE_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 
 
@@ -25,7 +25,9 @@ def figures(facts: dict | None) -> list[dict]:
             "better": "lower" if figure.get("better") == "lower" else "higher",
             "spread": float(figure["spread"]) if isinstance(figure.get("spread"), (int, float)) else None,
             "repetitions": int(figure.get("repetitions") or 1),
-            "data": {key: figure[key] for key in ("clocks", "size", "note", "samples", "duration_s") if key in figure},
+            "data": {key: figure[key] for key in ("clocks", "size", "note", "samples", "duration_s", "processes", "per_process", "loss",
+                                                 "epoch_seconds", "final_loss", "accuracy", "speedup", "efficiency", "parameters")
+                     if key in figure},
         })
     return rows
 
@@ -35,7 +37,7 @@ def peak(gpu: str, measurement: str, dtype: str) -> float | None:
     row = tables.gpu_peak(gpu)
     if row is None:
         return None
-    column = dtype if measurement == "matmul" else "memory_gbs" if measurement == "copy" else None
+    column = dtype if measurement in ("matmul", "shared_matmul") else "memory_gbs" if measurement == "copy" else None
     value = row.get(column) if column else None
     return float(value) if value else None
 
@@ -59,10 +61,14 @@ def present(row: dict) -> dict:
         "unit": row["unit"], "better": row["better"], "spread": row["spread"], "repetitions": row["repetitions"],
         "peak": known, "share": row["value"] / known if known else None, "throttled": throttled(data.get("clocks")),
         "clocks": data.get("clocks") or {}, "note": data.get("note", ""),
+        # sharing one GPU: how many processes ran the workload at once, each one's figure, the loss against alone
+        "processes": data.get("processes", 1), "per_process": data.get("per_process"), "loss": data.get("loss"),
+        # scaling over GPUs (processes = GPUs): the seed's table
+        **{key: data.get(key) for key in ("epoch_seconds", "final_loss", "accuracy", "speedup", "efficiency")},
     }
 
 
 def sort_key(row: dict) -> tuple:
     measurement = ORDER.index(row["measurement"]) if row["measurement"] in ORDER else len(ORDER)
     dtype = DTYPE_ORDER.index(row["dtype"]) if row["dtype"] in DTYPE_ORDER else len(DTYPE_ORDER)
-    return row["gpu"], row["framework"], row["version"], row["variant"], row["python"], measurement, dtype
+    return row["gpu"], row["framework"], row["version"], row["variant"], row["python"], measurement, dtype, row.get("processes", 1)

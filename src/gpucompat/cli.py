@@ -43,7 +43,7 @@ err = Console(stderr=True)
 
 EXIT_BROKEN, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNTESTED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
-FORMATS = ("table", "csv", "json", "md", "junit")
+FORMATS = ("table", "csv", "json", "md", "junit", "prometheus")
 
 
 def guarded(command):
@@ -92,7 +92,15 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         raise UserError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}.")
     sweep = store.sweep(sweep_id)
     verdicts = split(store.result_rows(sweep_id))
-    if fmt == "json":
+    if fmt == "prometheus":
+        from .bench import present
+        from .report.prometheus import to_prometheus
+        from .report.rows import display_row
+
+        # written as is: the collector reads the file byte for byte, and it ends with its one newline
+        sys.stdout.write(to_prometheus(sweep, [display_row(r) for r in store.result_rows(sweep_id)],
+                                       [present(r) for r in store.bench_rows(sweep_id)]))
+    elif fmt == "json":
         sys.stdout.write(export.to_json(sweep, verdicts) + "\n")
     elif fmt == "csv":
         sys.stdout.write(export.to_csv(verdicts))
@@ -124,6 +132,7 @@ def sweep(
     workdir: Optional[Path] = typer.Option(None, help="Where job directories go (default: beside the database)."),
     skip_predicted_failures: bool = typer.Option(False, "--skip-predicted-failures", help="Run no job for cells the knowledge predicts to fail; they are stored as predicted, not observed."),
     bench: bool = typer.Option(False, "--bench", help="After a cell passes, measure how fast it runs (the bench rung; a plan's [bench] table chooses what)."),
+    share: Optional[int] = typer.Option(None, "--share", min=2, max=16, help="With the bench: also N processes sharing one GPU at once, against one alone."),
     executor: Optional[str] = typer.Option(None, help="Override the plan's executor (local, slurm, htcondor, kubernetes)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Write every file a real run would submit into --out, submit nothing."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run."),
@@ -155,7 +164,7 @@ def sweep(
         options = pipeline.RunOptions(
             wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline,
             workdir=str(workdir.resolve()) if workdir else None, skip_predicted_failures=skip_predicted_failures,
-            executor=executor, bench=bench,
+            executor=executor, bench=bench, share=share,
         )
         spec = pipeline.with_options(spec, options)
         if dry_run:
@@ -218,7 +227,7 @@ def check(
 @guarded
 def results(
     sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
-    fmt: str = typer.Option("table", "--format", help="table, csv, json, md or junit."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json, md, junit, or prometheus (a node-exporter textfile: docs/monitoring.md)."),
     cells: bool = typer.Option(False, "--cells", help="One row per cell instead of the seed's grouped tables."),
     list_sweeps: bool = typer.Option(False, "--list", help="List the stored sweeps instead."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),

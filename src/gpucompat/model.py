@@ -96,9 +96,12 @@ class BenchSpec:
     dtypes: tuple[str, ...] = BENCH_DTYPES
     size: int = 8192  # the matrix products' n: large enough to saturate a datacenter GPU
     repetitions: int = 10
+    share: tuple[int, ...] = ()  # process counts sharing one GPU, e.g. (1, 2, 4); () = no sharing measurement
+    scale: tuple[int, ...] = ()  # GPU counts for data-parallel training (torch), e.g. (1, 2, 4); () = none
 
     def probe_config(self) -> dict:
-        return {"measurements": list(self.measurements), "dtypes": list(self.dtypes), "size": self.size, "repetitions": self.repetitions}
+        return {"measurements": list(self.measurements), "dtypes": list(self.dtypes), "size": self.size, "repetitions": self.repetitions,
+                **({"share": list(self.share)} if self.share else {}), **({"scale": list(self.scale)} if self.scale else {})}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
     "max_parallel_installs", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
 }
-BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout"}
+BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "bench", "cell", "pending"}
@@ -367,6 +367,12 @@ def parse_bench(value: object) -> tuple[BenchSpec | None, int | None]:
             if not isinstance(number, int) or isinstance(number, bool) or not low <= number <= high:
                 raise UserError(f"[bench] {key} must be a whole number from {low} to {high}.")
             chosen[key] = number
+    for key, what in (("share", "process counts"), ("scale", "GPU counts")):
+        if key in value:
+            counts = value[key]
+            if not isinstance(counts, list) or not counts or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 16 for n in counts):
+                raise UserError(f"[bench] {key} must be a list of {what} from 1 to 16, e.g. [1, 2, 4].")
+            chosen[key] = tuple(sorted(set(counts)))
     timeout = parse_duration(value["timeout"], "[bench] timeout") if "timeout" in value else None
     return BenchSpec(**chosen), timeout
 

@@ -602,6 +602,23 @@ class Store:
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
+    def telemetry(self, sweep_id: int) -> list[dict]:
+        """NVML's samples taken while each cell's bench ran (cells without any are left out)."""
+        query = (
+            sa.select(cells.c.id.label("cell"), stacks.c.framework, stacks.c.version, targets.c.name.label("gpu"),
+                      _import_fact("version").label("probe_version"),
+                      results.c.probe["stages"]["bench"]["facts"]["telemetry"].label("telemetry"))
+            .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
+                         .join(results, results.c.cell_id == cells.c.id))
+            .where(cells.c.sweep_id == sweep_id).order_by(cells.c.id)
+        )
+        with self._read() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [{"cell": r["cell"], "framework": r["framework"], "gpu": r["gpu"],
+                 "version": r["probe_version"] if r["version"] == "installed" and r["probe_version"] else r["version"],
+                 "columns": r["telemetry"]["columns"], "samples": r["telemetry"]["samples"]}
+                for r in rows if isinstance(r["telemetry"], dict) and r["telemetry"].get("samples")]
+
     def result_rows(self, sweep_id: int | None) -> list[dict]:
         """One flat row per cell with its verdict (None where it has none yet); every sweep's if None."""
         query = (

@@ -44,6 +44,7 @@ class RunOptions:
     skip_predicted_failures: bool = False  # spend no GPU time on cells the knowledge says fail
     executor: str | None = None  # --executor: overrides the plan's, also when resuming
     bench: bool = False  # --bench: the bench rung with its defaults where the plan asks for none
+    share: int | None = None  # --share N: also N processes sharing one GPU, against one alone
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -52,7 +53,11 @@ class RunOptions:
 def with_options(spec: SweepSpec, options: RunOptions) -> SweepSpec:
     """The plan as the command line amends it: --executor, --bench."""
     spec = with_executor(spec, options.executor)
-    return replace(spec, bench=BenchSpec()) if options.bench and spec.bench is None else spec
+    if (options.bench or options.share) and spec.bench is None:
+        spec = replace(spec, bench=BenchSpec())
+    if options.share:
+        spec = replace(spec, bench=replace(spec.bench, share=tuple(sorted({1, options.share, *spec.bench.share}))))
+    return spec
 
 
 def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:

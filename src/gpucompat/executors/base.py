@@ -17,6 +17,7 @@ from ..model import BenchSpec, Cell, Observation, Timeouts
 from .quoting import shell_word
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe" / "probe.py"
+DDP_WORKER = PROBE_SOURCE.with_name("ddp_worker.py")
 
 # Job states an executor reports from poll().
 WAITING, INSTALLING, RUNNING, DONE = "waiting", "installing", "running", "done"
@@ -93,6 +94,7 @@ def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True)
     shutil.copyfile(PROBE_SOURCE, path / "probe.py")
+    shutil.copyfile(DDP_WORKER, path / "ddp_worker.py")  # the bench rung's scaling runs start it with torchrun
     record = {"cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target), "pins": list(cell.resolved.pins), **facts}
     (path / "job.json").write_text(json.dumps(record, indent=1))
     return path

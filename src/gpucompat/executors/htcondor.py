@@ -315,7 +315,7 @@ class HTCondorExecutor:
                 (path / "requirements.txt").write_text(provider.requirements_text(cell.resolved))
             probe_args = probe_arguments(cell.stack.framework, self.timeouts, self.bench)
             (path / "run.sh").write_text(job_script(cell, probe_args, self.timeouts.install, bool(script), self.wheelhouse))
-            inputs = ["probe.py"] + (["install.sh", "requirements.txt"] if script else [])
+            inputs = ["probe.py", "ddp_worker.py"] + (["install.sh", "requirements.txt"] if script else [])
             description = {
                 "universe": "vanilla",
                 "executable": condor_path(path / "run.sh"),  # a relative executable is relative to condor_submit's directory, not initialdir

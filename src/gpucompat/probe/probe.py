@@ -347,7 +347,15 @@ class Torch:
         ladder(facts, [("elementwise", elementwise), ("blas", blas)])
 
     def bench(self, torch, facts):
-        bench_torch(torch, Bench(facts, self.bench_config), self.import_seconds)
+        bench = Bench(facts, self.bench_config)
+        with Telemetry(bench.nvml, facts):
+            bench_torch(torch, bench, self.import_seconds)
+            share_figures("torch", bench, bench.config.get("share") or [])
+            if bench.config.get("scale"):
+                scale_figures(torch, bench, bench.config["scale"])
+
+    def workload(self, torch, measurement, dtype, size):
+        return torch_workload(torch, measurement, dtype, size)
 
 
 class TensorFlow:
@@ -462,7 +470,13 @@ class Jax:
         ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
 
     def bench(self, jax, facts):
-        bench_jax(jax, Bench(facts, self.bench_config), self.import_seconds)
+        bench = Bench(facts, self.bench_config)
+        with Telemetry(bench.nvml, facts):
+            bench_jax(jax, bench, self.import_seconds)
+            share_figures("jax", bench, bench.config.get("share") or [])
+
+    def workload(self, jax, measurement, dtype, size):
+        return jax_workload(jax, measurement, dtype, size)
 
 
 AXPY_SOURCE = b"""
@@ -549,7 +563,13 @@ class CuPy:
         ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
 
     def bench(self, cupy, facts):
-        bench_cupy(cupy, Bench(facts, self.bench_config))
+        bench = Bench(facts, self.bench_config)
+        with Telemetry(bench.nvml, facts):
+            bench_cupy(cupy, bench)
+            share_figures("cupy", bench, bench.config.get("share") or [])
+
+    def workload(self, cupy, measurement, dtype, size):
+        return cupy_workload(cupy, measurement, dtype, size)
 
 
 # ---------------------------------------------------------------------------
@@ -933,7 +953,9 @@ class CudaRuntime:
         finish_ladder(facts, failed)
 
     def bench(self, lib, facts):
-        bench_cuda_runtime(self, Bench(facts, self.bench_config))
+        bench = Bench(facts, self.bench_config)
+        with Telemetry(bench.nvml, facts):
+            bench_cuda_runtime(self, bench)
 
 
 def jit_outcome(facts, sass, ptx):
@@ -1027,6 +1049,55 @@ class Nvml:
                 "max_sm_mhz": self._uint("nvmlDeviceGetMaxClockInfo", 1), "temp_c": self._uint("nvmlDeviceGetTemperature", 0),
                 "power_w": power / 1000.0 if power is not None else None,
                 "power_limit_w": limit / 1000.0 if limit is not None else None, "throttle": throttle}
+
+
+class NvmlUtilization(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class NvmlMemory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+TELEMETRY_PERIOD_S = 0.1
+TELEMETRY_MAX = 12000  # 20 minutes at 10 Hz: the record stays bounded however long the bench runs
+TELEMETRY_COLUMNS = ["t_s", "util_pct", "memory_used_mib", "power_w", "sm_mhz", "temp_c"]
+
+
+class Telemetry:
+    """NVML samples every TELEMETRY_PERIOD_S in a daemon thread while the bench runs:
+    facts["telemetry"] = {"columns": TELEMETRY_COLUMNS, "samples": [[...], ...]} (t_s from its start)."""
+
+    def __init__(self, nvml, facts):
+        import threading
+
+        self.nvml, self.samples, self.stop = nvml, [], threading.Event()
+        facts["telemetry"] = {"columns": TELEMETRY_COLUMNS, "period_s": TELEMETRY_PERIOD_S, "samples": self.samples}
+        self.thread = threading.Thread(target=self._run, name="gpucompat-telemetry", daemon=True)
+
+    def _run(self):
+        began = time.perf_counter()
+        lib, handle = self.nvml.lib, self.nvml.handle
+        util, memory, value = NvmlUtilization(), NvmlMemory(), ctypes.c_uint(0)
+        while not self.stop.wait(TELEMETRY_PERIOD_S) and len(self.samples) < TELEMETRY_MAX:
+            row = [round(time.perf_counter() - began, 3)]
+            row.append(util.gpu if lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == 0 else None)
+            row.append(memory.used >> 20 if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) == 0 else None)
+            row.append(value.value / 1000.0 if lib.nvmlDeviceGetPowerUsage(handle, ctypes.byref(value)) == 0 else None)
+            row.append(value.value if lib.nvmlDeviceGetClockInfo(handle, 1, ctypes.byref(value)) == 0 else None)
+            row.append(value.value if lib.nvmlDeviceGetTemperature(handle, 0, ctypes.byref(value)) == 0 else None)
+            self.samples.append(row)
+
+    def __enter__(self):
+        # GPUCOMPAT_TELEMETRY=0 turns the sampling off: benchmarks/bench_rung.py measures what it costs
+        if self.nvml.lib is not None and os.environ.get("GPUCOMPAT_TELEMETRY") != "0":
+            self.thread.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=2)
 
 
 def _quartiles(samples):
@@ -1507,6 +1578,206 @@ def bench_cuda_runtime(runtime, bench):
         bench.measure("launch", "", "us", launch, better="lower")
 
 
+# ---------------------------------------------------------------------------
+# Sharing one GPU (time-slicing): the same workload in N processes at once. Each process is this
+# probe started again with --share-child; it imports the framework, builds its workload, warms
+# up, says it is ready, waits for the word to go, then runs the workload back to back for
+# SHARE_WINDOW_S seconds and reports how much work it did. N = 1 is the alone figure, timed the
+# same way, so a loss is (alone - sum of the N) / alone. Figures: {"measurement": "matmul",
+# "dtype": "bf16", "processes": N, "value": the sum, "per_process": [...], "loss": ..., ...}.
+# ---------------------------------------------------------------------------
+
+SHARE_WINDOW_S = 5.0
+SHARE_WORKLOADS = (("matmul", "bf16"), ("matmul", "fp32"), ("train", "fp32"))
+
+
+def torch_workload(torch, measurement, dtype, size):
+    """(run, sync, work per run, unit) for one process's share of the GPU."""
+    cuda = torch.device("cuda")
+    if measurement == "matmul":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        kind = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+        a, b = torch.randn(size, size, device=cuda, dtype=kind), torch.randn(size, size, device=cuda, dtype=kind)
+        out = torch.empty(size, size, device=cuda, dtype=kind)
+        return (lambda: torch.matmul(a, b, out=out)), torch.cuda.synchronize, 2.0 * size ** 3 / 1e12, "TFLOP/s"
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 26 * 26, 128), nn.ReLU(), nn.Linear(128, 10)).to(cuda)
+    optimizer, loss_fn = torch.optim.SGD(model.parameters(), lr=0.2), nn.CrossEntropyLoss()
+    x, y = torch.rand(CNN_BATCH, 1, 28, 28, device=cuda), torch.randint(0, 10, (CNN_BATCH,), device=cuda)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+    return step, torch.cuda.synchronize, float(CNN_BATCH), "images/s"
+
+
+def jax_workload(jax, measurement, dtype, size):
+    import jax.numpy as jnp
+
+    device = jax.devices("gpu")[0]
+    if measurement != "matmul":
+        raise Unsupported("JAX shares matrix products here; its training step is timed alone")
+    kind = {"bf16": jnp.bfloat16, "fp32": jnp.float32}[dtype]
+    keys = jax.random.split(jax.random.PRNGKey(0))
+    a, b = (jax.device_put(jax.random.normal(k, (size, size), dtype=kind), device) for k in keys)
+    f = jax.jit(lambda x, y: jnp.matmul(x, y, precision=jax.lax.Precision.HIGHEST))
+    last = {}
+
+    def run():
+        last["r"] = f(a, b)
+    return run, lambda: last["r"].block_until_ready(), 2.0 * size ** 3 / 1e12, "TFLOP/s"
+
+
+def cupy_workload(cupy, measurement, dtype, size):
+    if measurement != "matmul" or dtype != "fp32":
+        raise Unsupported("CuPy shares fp32 matrix products here")
+    a = cupy.random.standard_normal((size, size), dtype="float32")
+    b, out = a.T.copy(), cupy.empty((size, size), dtype="float32")
+    return (lambda: cupy.matmul(a, b, out=out)), cupy.cuda.Device().synchronize, 2.0 * size ** 3 / 1e12, "TFLOP/s"
+
+
+def share_child(framework, spec, result_path):
+    """One of N processes sharing the GPU (--share-child): ready, wait, run, report."""
+    adapter = ADAPTERS[framework]()
+    report = {"pid": os.getpid(), "started_at": time.time()}
+    try:
+        handle = adapter.import_({})
+        adapter.device(handle, {})
+        run, sync, work, unit = adapter.workload(handle, spec["measurement"], spec["dtype"], spec["size"])
+        began = time.perf_counter()
+        while time.perf_counter() - began < 1.0:  # warm-up: kernels chosen, clocks up
+            run()
+            sync()
+        with open(os.path.join(spec["barrier"], "ready-%d" % os.getpid()), "w"):
+            pass
+        go = os.path.join(spec["barrier"], "go")
+        deadline = time.time() + 300
+        while not os.path.exists(go) and time.time() < deadline:
+            time.sleep(0.005)
+        runs, began = 0, time.perf_counter()
+        while time.perf_counter() - began < SHARE_WINDOW_S:
+            for _ in range(4):
+                run()
+            sync()
+            runs += 4
+        elapsed = time.perf_counter() - began
+        report.update(value=work * runs / elapsed, unit=unit, runs=runs, seconds=elapsed)
+    except Unsupported as exc:
+        report["unsupported"] = str(exc)
+    except Exception as exc:
+        report["error"] = _error(exc)
+    write(result_path, report)
+    return 0 if "value" in report else 1
+
+
+def share_figures(framework, bench, counts):
+    """Run every shared workload alone and in N processes at once; one figure per (workload, N)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    mps_pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
+    bench.facts["mps"] = {"pipe_directory": mps_pipe, "control_daemon": os.path.exists(os.path.join(mps_pipe, "control"))}
+    counts = sorted(set([1] + [n for n in counts if 1 <= n <= 16]))
+    for measurement, dtype in SHARE_WORKLOADS:
+        if not (bench.wants(measurement) and (measurement != "matmul" or dtype in bench.config["dtypes"])):
+            continue
+        alone = None
+        for n in counts:
+            work = tempfile.mkdtemp(prefix="gpucompat-share-")
+
+            def body():
+                spec = {"measurement": measurement, "dtype": dtype, "size": bench.config["size"], "barrier": work}
+                children = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--framework", framework,
+                                              "--result", os.path.join(work, "child-%d.json" % i), "--share-child", json.dumps(spec)],
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in range(n)]
+                deadline = time.time() + 600
+                while time.time() < deadline and sum(name.startswith("ready-") for name in os.listdir(work)) < n:
+                    if any(child.poll() is not None for child in children):
+                        break
+                    time.sleep(0.05)
+                with open(os.path.join(work, "go"), "w"):
+                    pass
+                errors = [child.communicate(timeout=600)[1].decode(errors="replace")[-2000:] for child in children]
+                reports = []
+                for i in range(n):
+                    try:
+                        with open(os.path.join(work, "child-%d.json" % i)) as handle:
+                            reports.append(json.load(handle))
+                    except (OSError, ValueError):
+                        reports.append({"error": {"type": "NoReport", "message": errors[i] or "the process left no report"}})
+                unsupported = next((r["unsupported"] for r in reports if "unsupported" in r), None)
+                if unsupported:
+                    raise Unsupported(unsupported)
+                broken = next((r for r in reports if "value" not in r), None)
+                if broken:
+                    raise RuntimeError("a sharing process failed: %s" % (broken.get("error") or {}).get("message", "")[:500])
+                values = [r["value"] for r in reports]
+                total = sum(values)
+                extra = {"processes": n, "per_process": [round(v, 3) for v in values], "unit_note": reports[0]["unit"],
+                         "note": "%d processes at once on one GPU (time-slicing), each for %.0f s; value is their sum" % (n, SHARE_WINDOW_S)}
+                if alone:
+                    extra["loss"] = (alone - total) / alone
+                return [total], extra
+            figure = bench.measure("shared_" + measurement, dtype, "TFLOP/s" if measurement == "matmul" else "images/s", body)
+            shutil.rmtree(work, ignore_errors=True)
+            if "value" not in figure:
+                break
+            figure["processes"] = n
+            if n == 1:
+                alone = figure["value"]
+
+
+# ---------------------------------------------------------------------------
+# Scaling over GPUs: data-parallel training through the framework's own launcher (torchrun, one
+# process per GPU, NCCL), the seed's CNN and a larger model whose compute outweighs its gradient
+# all-reduce, on 1, 2, 4 ... GPUs of this node. The worker is ddp_worker.py beside this file.
+# Figures: {"measurement": "scaling_cnn", "dtype": "fp32", "processes": N GPUs, "value": images/s,
+# "epoch_seconds", "final_loss", "accuracy", "speedup", "efficiency"}.
+# ---------------------------------------------------------------------------
+
+SCALE_RUNS = {"cnn": {"epochs": 4, "images": 60000, "batch": 64}, "large": {"epochs": 3, "images": 20480, "batch": 64}}
+
+
+def scale_figures(torch, bench, counts):
+    import subprocess
+    import tempfile
+
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_worker.py")
+    available = torch.cuda.device_count()
+    for model, sizes in SCALE_RUNS.items():
+        alone = None
+        for n in sorted(set(counts)):
+            def body():
+                if n > available:
+                    raise Unsupported("%d GPUs asked, %d visible" % (n, available))
+                if not os.path.exists(worker):
+                    raise Unsupported("ddp_worker.py is not beside the probe")
+                handle, out = tempfile.mkstemp(prefix="gpucompat-scale-", suffix=".json")
+                os.close(handle)
+                command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), worker,
+                           "--model", model, "--epochs", str(sizes["epochs"]), "--images-per-epoch", str(sizes["images"]),
+                           "--batch", str(sizes["batch"]), "--result", out]
+                proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+                if proc.returncode:
+                    raise RuntimeError("torchrun exited %d: %s" % (proc.returncode, proc.stderr.decode(errors="replace")[-1500:]))
+                with open(out) as result:
+                    run = json.load(result)
+                os.unlink(out)
+                extra = {key: run.get(key) for key in ("epoch_seconds", "final_loss", "accuracy", "parameters", "backend", "nccl_version")}
+                extra.update(processes=n, note="torchrun --nproc_per_node %d, DistributedDataParallel, %s model, %d x %d images, batch %d per GPU"
+                             % (n, model, sizes["epochs"], sizes["images"], sizes["batch"]))
+                if alone:
+                    extra["speedup"] = run["images_per_second"] / alone
+                    extra["efficiency"] = extra["speedup"] / n
+                return [run["images_per_second"]], extra
+            figure = bench.measure("scaling_" + model, "fp32", "images/s", body)
+            figure["processes"] = n
+            if n == 1 and "value" in figure:
+                alone = figure["value"]
+
+
 ADAPTERS = {"torch": Torch, "tensorflow": TensorFlow, "jax": Jax, "cupy": CuPy, "cuda-runtime": CudaRuntime}
 
 
@@ -1598,8 +1869,11 @@ def main(argv=None):
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--stage-timeouts", default="", help="e.g. import=300,device=120,compute=300 (seconds)")
     parser.add_argument("--bench", default=None, help="run the bench stage after compute; JSON: "
-                        "{\"measurements\": [...], \"dtypes\": [...], \"size\": 8192, \"repetitions\": 10}")
+                        "{\"measurements\": [...], \"dtypes\": [...], \"size\": 8192, \"repetitions\": 10, \"share\": [1, 2, 4]}")
+    parser.add_argument("--share-child", default=None, help=argparse.SUPPRESS)  # one of N processes sharing the GPU
     args = parser.parse_args(argv)
+    if args.share_child:
+        return share_child(args.framework, json.loads(args.share_child), args.result)
     stages = tuple(s for s in args.stages.split(",") if s)
     timeouts = dict((k, float(v)) for k, v in (item.split("=", 1) for item in args.stage_timeouts.split(",") if item))
     bench_config = json.loads(args.bench) if args.bench else None

@@ -31,9 +31,9 @@ LABELS = {"matmul": "matmul", "copy": "device copy", "h2d": "host→device", "d2
 TITLES = {"matmul": "Matrix-product throughput", "copy": "Device memory bandwidth (copy)", "h2d": "Host→device transfer",
           "d2h": "Device→host transfer", "launch": "Kernel launch latency", "train": "Small CNN training throughput",
           "first_step": "Time to the first training step"}
-KEY_FIELDS = ("framework", "version", "variant", "python", "gpu", "measurement", "dtype")
+KEY_FIELDS = ("framework", "version", "variant", "python", "gpu", "measurement", "dtype", "processes")
 CSV_COLUMNS = ["cell", "sweep", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver", "measurement", "dtype",
-               "value", "unit", "better", "spread", "repetitions", "peak", "share", "throttled",
+               "processes", "value", "unit", "better", "spread", "repetitions", "peak", "share", "throttled", "loss",
                "sm_mhz_before", "sm_mhz_after", "power_w_after", "temp_c_after", "throttle_after", "note"]
 THRESHOLD = 0.10  # a figure moved only when the median moved by more than this share of the old value (and the spreads)
 
@@ -189,8 +189,8 @@ def bench_json(rows: list[dict]) -> str:
 # ---- comparing two sweeps --------------------------------------------------------------------------
 
 def figure_key(row: dict) -> tuple:
-    """The same stack on the same GPU class, the same measurement and data type."""
-    return tuple(str(row.get(f) or "") for f in KEY_FIELDS)
+    """The same stack on the same GPU class, the same measurement, data type and number of processes sharing the GPU."""
+    return tuple((row.get(f) or 1) if f == "processes" else str(row.get(f) or "") for f in KEY_FIELDS)
 
 
 def _pooled(rows: list[dict]) -> dict:
