@@ -19,6 +19,11 @@ from gpucompat.report.bench import (
     bench_table,
     compare,
     compare_table,
+    downsample,
+    scaling_chart,
+    scaling_table,
+    sharing_chart,
+    telemetry_chart,
     throughput_chart,
     trend_chart,
 )
@@ -223,6 +228,120 @@ def test_charts_escape_a_malicious_stack_name():
     assert all(EVIL in line["stack"] for line in bench_summary(rows))  # raw text: the template escapes it
 
 
+def shared(n, per_process, measurement="shared_matmul", dtype="bf16", alone=663.0, unit="TFLOP/s", **changes) -> dict:
+    """A sharing figure: N processes at once on one GPU, the value their sum, the loss against `alone`."""
+    total = sum(per_process)
+    return figure(measurement, dtype, total, None, unit=unit, repetitions=1, processes=n, per_process=list(per_process),
+                  loss=None if n == 1 else (alone - total) / alone, **changes)
+
+
+def scaled(n, value, one=12000.0, measurement="scaling_cnn", **changes) -> dict:
+    """A scaling figure: data-parallel training on N GPUs, speed-up and efficiency against `one` (None on one GPU)."""
+    return figure(measurement, "fp32", value, None, unit="images/s", repetitions=1, processes=n,
+                  epoch_seconds=[60000 / value + 0.5, 60000 / value - 0.5], final_loss=0.04321, accuracy=0.9812,
+                  speedup=None if n == 1 else value / one, efficiency=None if n == 1 else value / one / n, **changes)
+
+
+SHARED = [shared(1, [663.0]), shared(2, [309.0, 309.0]), shared(4, [154.5] * 4)]
+SCALED = [scaled(1, 12000.0), scaled(2, 21000.0)]
+COLUMNS = ["t_s", "util_pct", "memory_used_mib", "power_w", "sm_mhz", "temp_c"]
+
+
+def telemetry_series(count=3000, **changes) -> dict:
+    samples = [[round((i + 1) * 0.1, 3), None if 1000 <= i < 1100 else 98 if (i // 300) % 2 else 2, 1234 + i,
+                650.2 if (i // 300) % 2 else 120.0, 1440 + i % 7, 31 + i // 100] for i in range(count)]
+    return {"cell": 3, "framework": "torch", "version": "2.11.0+cu130", "gpu": "NVIDIA H200", "columns": COLUMNS, "samples": samples, **changes}
+
+
+def test_sharing_chart_prints_each_share_the_sum_and_the_loss():
+    root = ET.fromstring(str(sharing_chart(SHARED + sweep_figures(3))))  # the plain figures are not drawn here
+    bars = root.findall(".//g[@class='share']")
+    assert [b.get("data-processes") for b in bars] == ["1", "2", "4"]
+    assert [len(b.findall("rect[@class='process']")) for b in bars] == [1, 2, 4]  # one segment per process
+    labels = [t.text for t in root.iter("text") if t.get("class") == "label"]
+    assert labels == ["663 TFLOP/s alone", "2 × 309 = 618 TFLOP/s, −6.8 %", "4 × 154.5 = 618 TFLOP/s, −6.8 %"]
+    assert len(root.findall(".//line[@class='alone']")) == 1  # the figure alone, dashed, across the group
+    # the 2-process bar (618 of 663) ends short of the line at 100 %, its two segments equal
+    alone_x = float(root.find(".//line[@class='alone']").get("x1"))
+    segments = bars[1].findall("rect[@class='process']")
+    end = float(segments[-1].get("x")) + float(segments[-1].get("width"))
+    start = float(segments[0].get("x"))
+    assert segments[0].get("width") == segments[1].get("width") and abs((end - start) / (alone_x - start) - 618 / 663) < 0.01
+    # without a stored loss it is computed from the figure alone; uneven processes are listed one by one
+    rows = [shared(1, [663.0]), {**shared(2, [320.0, 298.0]), "loss": None}]
+    labels = [t.text for t in ET.fromstring(str(sharing_chart(rows))).iter("text") if t.get("class") == "label"]
+    assert labels[1] == "320 + 298 = 618 TFLOP/s, −6.8 %"
+    # a gain is a plus; CNN training in images/s is its own group
+    rows = [shared(1, [8000.0], "shared_train", "fp32", 8000.0, "images/s"), shared(2, [4300.0, 3860.0], "shared_train", "fp32", 8000.0, "images/s")]
+    labels = [t.text for t in ET.fromstring(str(sharing_chart(SHARED + rows))).iter("text") if t.get("class") == "label"]
+    assert labels[-2:] == ["8000 images/s alone", "4300 + 3860 = 8160 images/s, +2.0 %"]
+    assert sharing_chart(sweep_figures(3)) == "" and sharing_chart([]) == ""
+
+
+def test_scaling_chart_has_the_ideal_line_and_the_efficiency():
+    svg = scaling_chart(SCALED + sweep_figures(3), standalone=True)
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(str(svg))
+    series = root.findall(f".//{ns}g[@class='series']")
+    assert len(series) == 1 and len(series[0].findall(f"{ns}circle")) == 2 and series[0].find(f"{ns}polyline") is not None
+    ideal = series[0].find(f"{ns}line[@class='ideal']")
+    assert ideal is not None and ideal.get("stroke-dasharray")
+    # the ideal ends at 2 x 12000 = 24000, above the measured 21000 at the same x
+    circles = series[0].findall(f"{ns}circle")
+    assert ideal.get("x2") == circles[1].get("cx") and float(ideal.get("y2")) < float(circles[1].get("cy"))
+    assert ideal.get("y1") == circles[0].get("cy")
+    assert [t.text for t in root.iter(f"{ns}text") if t.get("class") == "efficiency"] == ["12000", "87.5 %"]
+    # a second model is a panel of its own; the speed-up view draws N x 1.0 as the ideal
+    rows = SCALED + [scaled(1, 900.0, 900.0, "scaling_large"), scaled(2, 1760.0, 900.0, "scaling_large")]
+    root = ET.fromstring(str(scaling_chart(rows, speedup=True)))
+    assert len(root.findall(".//line[@class='ideal']")) == 2
+    assert [t.text for t in root.iter("text") if t.get("class") == "efficiency"] == ["1×", "87.5 %", "1×", "97.8 %"]
+    # efficiency computed from the 1-GPU figure where the row has none
+    root = ET.fromstring(str(scaling_chart([scaled(1, 12000.0), {**scaled(2, 21000.0), "efficiency": None, "speedup": None}])))
+    assert "87.5 %" in [t.text for t in root.iter("text")]
+    assert scaling_chart(sweep_figures(3)) == ""
+
+
+def test_scaling_table_is_the_seeds_table():
+    lines = scaling_table(SCALED + sweep_figures(3))
+    assert [(l["gpus"], l["images_per_second"], l["speedup"], l["efficiency"]) for l in lines] == [
+        (1, "12000 images/s", "1.00×", "100.0 %"), (2, "21000 images/s", "1.75×", "87.5 %")]
+    assert lines[0]["epoch_time"] == "5.00 s" and lines[1]["epoch_time"] == "2.86 s"  # the mean of epoch_seconds
+    assert lines[1]["final_loss"] == "0.04321" and lines[1]["accuracy"] == "98.1 %" and lines[1]["model"] == "CNN"
+    assert scaling_table(sweep_figures(3)) == []
+
+
+def test_telemetry_chart_small_multiples_downsampled():
+    svg = telemetry_chart(telemetry_series())
+    root = ET.fromstring(str(svg))
+    paths = root.findall(".//path[@class='telemetry']")
+    assert [p.get("data-column") for p in paths] == ["util_pct", "power_w", "sm_mhz", "temp_c"]
+    for p in paths:  # 3000 samples: at most about 600 points a line
+        assert len(re.findall(r"[ML]", p.get("d"))) <= 600
+    util = paths[0].get("d")
+    assert util.count("M") == 2  # NVML gave no utilisation for 10 s: a gap in the line
+    assert [p.get("data-column") for p in ET.fromstring(str(telemetry_chart(telemetry_series(), memory=True))).findall(".//path")][-1] == "memory_used_mib"
+    # a spike survives the downsampling
+    points = [(i * 0.1, 0.0) for i in range(5000)]
+    points[2345] = (234.5, 99.0)
+    assert len(downsample(points, 600)) <= 600 and (234.5, 99.0) in downsample(points, 600)
+    assert len(str(telemetry_chart(telemetry_series(12000), memory=True))) < 80_000  # 20 minutes at 10 Hz stays small
+    assert telemetry_chart({"columns": COLUMNS, "samples": []}) == "" and telemetry_chart({}) == ""
+    # a short series with None values is drawn as it is
+    short = telemetry_chart(telemetry_series(5, columns=COLUMNS))
+    assert ET.fromstring(str(short)).find(".//path") is not None
+
+
+def test_new_charts_escape_a_malicious_stack_name():
+    evil = {"framework": EVIL, "version": EVIL, "gpu": 'H200" onload="alert(1)'}
+    rows = [shared(1, [663.0], **evil), shared(2, [309.0, 309.0], **evil), scaled(1, 12000.0, **evil), scaled(2, 21000.0, **evil)]
+    for svg in (sharing_chart(rows), scaling_chart(rows), telemetry_chart(telemetry_series(**evil, cell=EVIL))):
+        root = ET.fromstring(str(svg))
+        assert "<script" not in str(svg) and "&lt;script&gt;" in str(svg)
+        assert not [e for e in root.iter() if "onload" in e.attrib or e.tag.endswith("script")]
+    assert all(EVIL in line["stack"] for line in scaling_table(rows))  # raw text: the template escapes it
+
+
 # ---- HTML report ------------------------------------------------------------------------------------
 
 SWEEP = {"id": 3, "name": "night", "kind": "sweep", "status": "done", "created_at": 1767225600}
@@ -248,6 +367,43 @@ def test_html_report_without_bench_figures_says_how_to_get_them():
         html = render(SWEEP, [], bench_rows=bench_rows)
         assert "no benchmark figures" in html and "--bench" in html and "<svg" not in html
     assert "not part of this version" not in render(SWEEP, [])
+
+
+SECTIONS = ('id="sharing"', "Sharing one GPU", 'id="scaling"', "Scaling over GPUs", 'id="telemetry"', ">Telemetry<")
+
+
+def test_html_report_with_sharing_scaling_and_telemetry():
+    plain = sweep_figures(3)
+    evil = shared(2, [300.0, 300.0], framework=EVIL)
+    rows = plain + SHARED + SCALED + [evil]
+    html = render(SWEEP, [], bench_rows=rows, telemetry=[telemetry_series(), telemetry_series(cell=4, gpu=EVIL)])
+    for section in SECTIONS:
+        assert section in html
+    assert "<script" not in html.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "http://" not in html and "https://" not in html
+    svgs = re.findall(r"<svg.*?</svg>", html, re.DOTALL)
+    assert len(svgs) == 5  # throughput, sharing, scaling, two telemetry
+    for svg in svgs:
+        ET.fromstring(svg)
+    # the plain chart and table show only the plain figures
+    table = html[html.index('<table id="bench"'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr") == len(plain) + 1 and "GPU shared" not in table and "data-parallel" not in table
+    assert ET.fromstring(svgs[0]).findall(".//g[@class='bar']").__len__() == len([r for r in plain if r["measurement"] == "matmul"])
+    scaling = html[html.index('<table id="scaling-table"'):]
+    scaling = scaling[:scaling.index("</table>")]
+    assert scaling.count("<tr") == 3 and "87.5 %" in scaling and "1.75×" in scaling
+    assert "−6.8 %" in html
+
+
+def test_html_report_without_sharing_scaling_or_telemetry_has_none_of_their_sections():
+    for bench_rows, telemetry in ((sweep_figures(3), None), (sweep_figures(3), []), (None, None)):
+        html = render(SWEEP, [], bench_rows=bench_rows, telemetry=telemetry)
+        for section in SECTIONS:
+            assert section not in html
+    # telemetry alone: its section, no plain table
+    html = render(SWEEP, [], telemetry=[telemetry_series()])
+    assert ">Telemetry<" in html and '<table id="bench"' not in html and "Sharing one GPU" not in html
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="no chromium on PATH")
@@ -295,3 +451,17 @@ def test_terminal_table_at_80_and_200_columns():
     # --wide keeps every column however narrow the terminal
     assert "Note" in render_text(bench_table(rows, wide=True), 80)
     assert "no benchmark figures" in render_text(bench_table([]), 80)
+    assert "Processes" not in wide  # one process each: no column for it
+
+
+def test_terminal_table_shows_processes_and_the_loss_or_efficiency():
+    rows = sweep_figures(3) + SHARED + SCALED
+    wide = render_text(bench_table(rows), 240)
+    assert "Processes" in wide and "2 processes on one GPU: −6.8 % against alone" in wide
+    assert "2 GPUs: speed-up 1.75×, efficiency 87.5 %" in wide
+    lines = [line for line in wide.splitlines() if "GPU shared" in line]
+    assert [re.search(r"│\s+(\d)\s+│", line).group(1) for line in lines] == ["1", "2", "4"]  # by process count
+    narrow = render_text(bench_table(rows), 80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "×4" in narrow and "Processes" in narrow  # merged into the measurement: 'matmul, GPU shared ×4'
+    assert "Processes" not in render_text(bench_table(sweep_figures(3) + [SHARED[0], SCALED[0]]), 240)  # only where N > 1

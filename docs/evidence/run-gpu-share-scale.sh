@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The sharing/scaling issue's GPU run (a machine with 2 H200 GPUs): examples/plans/gpu-share-scale.toml
-# with the bench rung (time-slicing in 1, 2 and 4 processes; torchrun over 1 and 2 GPUs), its
+# The sharing/scaling issue's GPU run (a machine with 4 H200 GPUs): examples/plans/gpu-share-scale.toml
+# with the bench rung (time-slicing in 1, 2 and 4 processes; torchrun over 1, 2 and 4 GPUs), its
 # results, report and Prometheus text file. .whl/ holds gpucompat's wheel and its dependencies.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 COLUMNS=200
@@ -15,5 +15,6 @@ gpucompat results --bench > /tmp/bench-table.txt 2>&1
 gpucompat results --bench --format json > "$OUT/bench.json"
 gpucompat results --format prometheus > "$OUT/gpucompat.prom" 2> /tmp/prom.err
 gpucompat report -o "$OUT/report.html" 2>&1
-tar -czf "$OUT/extra.tar.gz" -C /tmp nvidia-smi.txt mps.txt pip-install.txt bench-table.txt prom.err
-cat /tmp/bench-table.txt | tail -60; tail -8 "$OUT/sweep-terminal.txt"
+"$PY" benchmarks/bench_rung.py --python "$PY" --json "$OUT/bench-rung.json" > /tmp/bench-rung.txt 2>&1
+tar -czf "$OUT/extra.tar.gz" -C /tmp nvidia-smi.txt mps.txt pip-install.txt bench-table.txt prom.err bench-rung.txt
+cat /tmp/bench-table.txt | tail -60; cat /tmp/bench-rung.txt; tail -8 "$OUT/sweep-terminal.txt"

@@ -86,6 +86,7 @@ class LocalExecutor:
         self._observations: dict[int, Observation] = {}
         self._procs: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
+        self._acquiring = threading.Lock()
         self._cancelled = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -136,6 +137,13 @@ class LocalExecutor:
                 self._states[job.id] = WAITING
             self._pool.submit(self._run_job, job, installs[key], slots[self._devices(job)])
         install_pool.shutdown(wait=False)
+
+    def _gpus_per_job(self, job: JobDir) -> int:
+        """1, or with the bench's scaling runs as many of the class's GPUs as the largest run asks for."""
+        devices = job.cell.target.devices
+        if not devices or not self.bench or not self.bench.scale:
+            return 1
+        return max(1, min(max(self.bench.scale), len(devices)))
 
     @staticmethod
     def _devices(job: JobDir) -> tuple[str, ...]:
@@ -215,12 +223,15 @@ class LocalExecutor:
                 self._set(job, DONE, Observation(facts={}, install_failed=True, install_log=log,
                                                  timed_out_stage="install" if timed_out else None))
                 return
-            device = slots.get()
+            want = self._gpus_per_job(job)
+            with self._acquiring:  # one job gathers its GPUs at a time, so two that want several never split them
+                devices = [slots.get() for _ in range(want)]
             try:
                 self._set(job, RUNNING)
-                observation = self._probe(job, device)
+                observation = self._probe(job, ",".join(devices))
             finally:
-                slots.put(device)
+                for device in devices:
+                    slots.put(device)
             self._set(job, DONE, observation)
         except Exception as exc:  # our bug, never the stack's: recorded as INTERNAL by the caller
             self._set(job, DONE, Observation(facts={}, internal=repr(exc)))

@@ -66,7 +66,9 @@ Rank 0 writes --result (atomically):
 images_per_epoch is the number of images the ranks actually trained on in an epoch (all-reduced
 sum), final_loss the mean training loss over the last epoch, accuracy the fraction right on the
 held-out images. Any rank's failure exits non-zero with its traceback on stderr (prefixed with
-its rank); a bad argument exits 2 with one "ddp_worker: error: ..." line (printed by rank 0).
+its rank); a bad argument exits 2 with one "ddp_worker: error: ..." line (printed by rank 0;
+the other ranks wait 3 s before exiting so that the launcher does not stop rank 0 first). For
+tests, GPUCOMPAT_DDP_FAIL_RANK=R makes rank R raise once its model is wrapped.
 """
 
 import argparse
@@ -84,7 +86,12 @@ PREFIX = "ddp_worker: error: "
 
 
 class UsageError(Exception):
-    """A bad argument or environment: one line, exit 2."""
+    """A bad argument or environment: one line, exit 2. everywhere: every rank meets the same one (an argument),
+    so only rank 0 says it."""
+
+    def __init__(self, message, everywhere=False):
+        super().__init__(message)
+        self.everywhere = everywhere
 
 
 # --------------------------------------------------------------------------- launcher environment
@@ -117,7 +124,7 @@ def rendezvous_env(environ=None):
         if missing:
             raise UsageError(
                 "under Slurm without torchrun, export %s (e.g. MASTER_ADDR=$(scontrol show hostnames "
-                "\"$SLURM_JOB_NODELIST\" | head -n 1), MASTER_PORT=29500)" % " and ".join(missing))
+                "\"$SLURM_JOB_NODELIST\" | head -n 1), MASTER_PORT=29500)" % " and ".join(missing), everywhere=True)
         return "slurm"
     if "RANK" in env or "WORLD_SIZE" in env:
         raise UsageError("RANK and WORLD_SIZE must be set together (found only %s)" % ("RANK" if "RANK" in env else "WORLD_SIZE"))
@@ -139,15 +146,16 @@ def build_model(torch, name, channels, size, width):
 
     # "large": a ResNet-18-shaped net (4 stages of 2 basic blocks, widths W, 2W, 4W, 8W, strides
     # 1, 2, 2, 2) on 3x64x64 images. Why this one: data-parallel scaling is governed by compute per
-    # step against the bytes all-reduced per step. The seed's CNN has 2.8 M parameters (11 MB of fp32
-    # gradients) for ~6 MFLOP forward per image: at batch 64 a step is ~1 GFLOP (tens of microseconds
-    # on an H100/H200) against an 11 MB all-reduce, so it measures communication and launch latency.
-    # This net at W=64 has ~11 M parameters (45 MB of gradients) but ~2.3 GFLOP forward per image
-    # (~7 GFLOP forward+backward): ~450 GFLOP per step of 64 images, i.e. ~10,000 FLOP per gradient
-    # byte against ~90 for the CNN, so compute dominates and DDP's bucketed all-reduce overlaps
-    # with the backward pass. The classifier keeps a 4x4 spatial map (AdaptiveAvgPool2d(4)) because
-    # the labels depend on where the template's features are. --width and --image-size scale it
-    # down for CPU tests. BatchNorm running statistics stay per rank (broadcast_buffers=False), so
+    # step against the bytes all-reduced per step. The seed's CNN has 2.77 M parameters (11.1 MB of fp32
+    # gradients) for 5.9 MFLOP forward per image (~18 MFLOP forward+backward): a step of 64 images is
+    # ~1.1 GFLOP (microseconds on an H100/H200) against an 11 MB all-reduce, ~100 FLOP per gradient
+    # byte, so it measures communication and launch latency. This net at W=64 on 3x64x64 has 11.19 M
+    # parameters (45 MB of gradients) but 4.4 GFLOP forward per image (~13 GFLOP forward+backward):
+    # ~850 GFLOP per step of 64 images, ~19,000 FLOP per gradient byte, so compute dominates and
+    # DDP's bucketed all-reduce hides behind the backward pass. (The JSON reports both figures:
+    # forward_flops_per_image and gradient_bytes.) The classifier keeps a 4x4 spatial map
+    # (AdaptiveAvgPool2d(4)) because the labels depend on where the template's features are (see
+    # the head below). --width and --image-size scale it down for CPU tests. BatchNorm running statistics stay per rank (broadcast_buffers=False), so
     # the only communication per step is the gradient all-reduce.
 
     class Block(nn.Module):
@@ -157,6 +165,7 @@ def build_model(torch, name, channels, size, width):
             self.bn1 = nn.BatchNorm2d(cout)
             self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
             self.bn2 = nn.BatchNorm2d(cout)
+            nn.init.zeros_(self.bn2.weight)  # each block starts as the identity (Goyal et al. 2017): stable at lr 0.03
             self.shortcut = nn.Sequential()
             if stride != 1 or cin != cout:
                 self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
@@ -171,7 +180,10 @@ def build_model(torch, name, channels, size, width):
         cout = width * 2 ** i
         layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
         cin = cout
-    layers += [nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(cin * 16, CLASSES)]
+    # Head: a 4x4 map of 32 channels (512 features whatever the width) keeps where features are; a linear
+    # layer straight on the 8W x 4 x 4 map (8,192 features at W=64) made SGD's first steps diverge.
+    layers += [nn.AdaptiveAvgPool2d(4), nn.Conv2d(cin, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.Flatten(),
+               nn.Linear(32 * 16, CLASSES)]
     return nn.Sequential(*layers)
 
 
@@ -247,24 +259,24 @@ def parse_args(argv):
     parser.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl with CUDA, else gloo")
     parser.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lr", type=float, help="SGD learning rate; default 0.05 (cnn), 0.1 (large)")
+    parser.add_argument("--lr", type=float, help="SGD learning rate; default 0.05 (cnn), 0.03 with momentum 0.9 (large)")
     parser.add_argument("--eval-images", type=int, default=2048, help="held-out images (rounded up to whole batches)")
     parser.add_argument("--image-size", type=int, default=64, help="large model: side of the 3xSxS images (default 64)")
     parser.add_argument("--width", type=int, default=64, help="large model: channels of the first stage (default 64)")
     parser.add_argument("--timeout-s", type=float, default=600, help="process-group timeout for a collective")
 
     def error(message):
-        raise UsageError(message)
+        raise UsageError(message, everywhere=True)
 
     parser.error = error
     args = parser.parse_args(argv)
     if args.model not in ("cnn", "large"):
-        raise UsageError("unknown --model %r (choose cnn or large)" % args.model)
+        raise UsageError("unknown --model %r (choose cnn or large)" % args.model, everywhere=True)
     for name in ("epochs", "images_per_epoch", "batch", "eval_images", "image_size", "width"):
         if getattr(args, name) < 1:
-            raise UsageError("--%s must be at least 1 (got %d)" % (name.replace("_", "-"), getattr(args, name)))
+            raise UsageError("--%s must be at least 1 (got %d)" % (name.replace("_", "-"), getattr(args, name)), everywhere=True)
     if args.model == "large" and args.image_size < 8:
-        raise UsageError("--image-size must be at least 8 for the large model")
+        raise UsageError("--image-size must be at least 8 for the large model", everywhere=True)
     return args
 
 
@@ -319,7 +331,7 @@ def run(args, launcher):
         device = torch.device("cpu")
     backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
     if backend == "nccl" and device.type != "cuda":
-        raise UsageError("the nccl backend needs --device cuda")
+        raise UsageError("the nccl backend needs --device cuda", everywhere=True)
 
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=args.timeout_s))
@@ -361,6 +373,8 @@ def train(torch, dist, DistributedDataParallel, args, launcher, device, backend,
         if cuda:
             torch.cuda.synchronize(device)
 
+    if cuda:
+        torch.backends.cudnn.benchmark = True  # fixed shapes: autotune once, in the first (untimed) epoch
     torch.manual_seed(args.seed)  # identical initial weights everywhere (DDP also broadcasts rank 0's)
     shape = (1, 28, 28) if args.model == "cnn" else (3, args.image_size, args.image_size)
     model = build_model(torch, args.model, shape[0], shape[1], args.width).to(device)
@@ -370,7 +384,9 @@ def train(torch, dist, DistributedDataParallel, args, launcher, device, backend,
     with warnings.catch_warnings():  # torch 2.13 deprecates broadcast_buffers; its replacement is not in older torch
         warnings.simplefilter("ignore", FutureWarning)
         ddp = DistributedDataParallel(model, device_ids=[device.index] if cuda else None, broadcast_buffers=False)
-    lr = args.lr if args.lr is not None else (0.05 if args.model == "cnn" else 0.1)
+    if os.environ.get("GPUCOMPAT_DDP_FAIL_RANK") == str(rank):  # a test's hook: one rank fails mid-run
+        raise RuntimeError("injected failure on rank %d (GPUCOMPAT_DDP_FAIL_RANK)" % rank)
+    lr = args.lr if args.lr is not None else (0.05 if args.model == "cnn" else 0.03)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.0 if args.model == "cnn" else 0.9)
     loss_fn = torch.nn.CrossEntropyLoss()  # mean over the batch, as Keras' loss in the seed
     data = Synthetic(torch, shape, args.batch, args.seed, device)
@@ -379,7 +395,7 @@ def train(torch, dist, DistributedDataParallel, args, launcher, device, backend,
     steps = blocks // world
     if steps < 1:
         raise UsageError("--images-per-epoch %d is less than one global batch (%d x %d processes)"
-                         % (args.images_per_epoch, args.batch, world))
+                         % (args.images_per_epoch, args.batch, world), everywhere=True)
 
     epoch_seconds, epoch_loss, epoch_images = [], [], []
     for epoch in range(args.epochs):
@@ -397,9 +413,9 @@ def train(torch, dist, DistributedDataParallel, args, launcher, device, backend,
             loss_sum += loss.detach()
         synchronise()
         seconds = time.perf_counter() - began
-        stats = torch.tensor([loss_sum.item(), float(steps), float(steps * args.batch), seconds], device=device, dtype=torch.float64)
-        top = stats[3:].clone()
-        dist.all_reduce(stats[:3])
+        stats = torch.tensor([loss_sum.item(), float(steps), float(steps * args.batch)], device=device, dtype=torch.float64)
+        top = torch.tensor([seconds], device=device, dtype=torch.float64)
+        dist.all_reduce(stats)
         dist.all_reduce(top, op=dist.ReduceOp.MAX)
         epoch_loss.append(stats[0].item() / stats[1].item())
         epoch_images.append(int(round(stats[2].item())))
@@ -462,6 +478,9 @@ def train(torch, dist, DistributedDataParallel, args, launcher, device, backend,
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
         "nccl_version": nccl_version,
+        # fp32 throughout; on Ampere and newer cuDNN convolutions use TF32 unless this is False
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if cuda else None,
+        "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
     }
     if rank == 0:
         write_json(args.result, result)
@@ -476,8 +495,14 @@ def main(argv=None):
         rank = os.environ["RANK"]
         run(args, launcher)
     except UsageError as exc:
-        if rank == "0":  # the same bad argument on every rank: say it once
-            print(PREFIX + str(exc).replace("\n", " "), file=sys.stderr, flush=True)
+        message = str(exc).replace("\n", " ")
+        if not exc.everywhere:
+            print(PREFIX + ("" if os.environ.get("WORLD_SIZE", "1") == "1" else "[rank %s] " % rank) + message,
+                  file=sys.stderr, flush=True)
+        elif rank == "0":  # the same bad argument on every rank: rank 0 says it once
+            print(PREFIX + message, file=sys.stderr, flush=True)
+        else:  # let rank 0 say it before the launcher, seeing this rank fail, stops the others
+            time.sleep(3)
         return 2
     except BaseException as exc:  # noqa: B902 - any rank's failure: traceback, non-zero exit
         if isinstance(exc, SystemExit) and exc.code in (0, None):

@@ -24,13 +24,20 @@ from rich.text import Text
 
 from .terminal import Col, FitTable, Step
 
-MEASUREMENTS = ["matmul", "copy", "h2d", "d2h", "launch", "train", "first_step"]
+MEASUREMENTS = ["matmul", "copy", "h2d", "d2h", "launch", "train", "first_step",
+                "shared_matmul", "shared_train", "scaling_cnn", "scaling_large"]
 DTYPES = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8"]
 LABELS = {"matmul": "matmul", "copy": "device copy", "h2d": "host→device", "d2h": "device→host",
-          "launch": "kernel launch", "train": "CNN training", "first_step": "first step"}
+          "launch": "kernel launch", "train": "CNN training", "first_step": "first step",
+          "shared_matmul": "matmul, GPU shared", "shared_train": "CNN training, GPU shared",
+          "scaling_cnn": "CNN, data-parallel", "scaling_large": "large model, data-parallel"}
 TITLES = {"matmul": "Matrix-product throughput", "copy": "Device memory bandwidth (copy)", "h2d": "Host→device transfer",
           "d2h": "Device→host transfer", "launch": "Kernel launch latency", "train": "Small CNN training throughput",
-          "first_step": "Time to the first training step"}
+          "first_step": "Time to the first training step",
+          "shared_matmul": "Matrix-product throughput, one GPU shared by N processes",
+          "shared_train": "Small CNN training throughput, one GPU shared by N processes",
+          "scaling_cnn": "Small CNN, data-parallel training", "scaling_large": "Larger model, data-parallel training"}
+MODELS = {"scaling_cnn": "CNN", "scaling_large": "large model"}
 KEY_FIELDS = ("framework", "version", "variant", "python", "gpu", "measurement", "dtype", "processes")
 CSV_COLUMNS = ["cell", "sweep", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver", "measurement", "dtype",
                "processes", "value", "unit", "better", "spread", "repetitions", "peak", "share", "throttled", "loss",
@@ -64,7 +71,30 @@ def _stack_key(row: dict) -> tuple:
 def sort_key(row: dict) -> tuple:
     """GPU, then stack, then measurement in MEASUREMENTS order (matmul by data type in DTYPES order)."""
     return (str(row.get("gpu") or ""), _stack_key(row), _order(MEASUREMENTS, row.get("measurement")),
-            _order(DTYPES, row.get("dtype")), str(row.get("dtype") or ""), row.get("cell") or 0)
+            _order(DTYPES, row.get("dtype")), str(row.get("dtype") or ""), _processes(row), row.get("cell") or 0)
+
+
+def _processes(row: dict) -> int:
+    """How many processes ran the figure at once: on one GPU (shared_*) or one per GPU (scaling_*); 1 otherwise."""
+    try:
+        return max(1, int(row.get("processes") or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def is_shared(row: dict) -> bool:
+    """A figure of N processes sharing one GPU (shared_matmul, shared_train)."""
+    return str(row.get("measurement") or "").startswith("shared_")
+
+
+def is_scaling(row: dict) -> bool:
+    """A figure of data-parallel training over N GPUs (scaling_cnn, scaling_large)."""
+    return str(row.get("measurement") or "").startswith("scaling_")
+
+
+def plain_rows(rows: list[dict]) -> list[dict]:
+    """The figures of one workload alone on one GPU: neither sharing nor scaling (those have their own charts)."""
+    return [r for r in rows if not is_shared(r) and not is_scaling(r)]
 
 
 def sorted_rows(rows: list[dict]) -> list[dict]:
@@ -121,6 +151,23 @@ def display(row: dict) -> dict:
     }
 
 
+def _change(loss: float) -> str:
+    """A loss against the figure alone as the change it is: 0.068 -> '−6.8 %', -0.02 -> '+2.0 %'."""
+    change = -loss * 100
+    return f"{'−' if change < 0 else '+'}{abs(change):.1f} %" if round(change, 1) else "±0.0 %"
+
+
+def _n_note(row: dict) -> str:
+    """The terminal's note on a sharing or scaling figure: the loss against alone, the speed-up and efficiency."""
+    n = _processes(row)
+    if is_shared(row) and n > 1 and isinstance(row.get("loss"), (int, float)):
+        return f"{n} processes on one GPU: {_change(row['loss'])} against alone"
+    if is_scaling(row) and n > 1 and isinstance(row.get("efficiency"), (int, float)):
+        speedup = f"speed-up {row['speedup']:.2f}×, " if isinstance(row.get("speedup"), (int, float)) else ""
+        return f"{n} GPUs: {speedup}efficiency {row['efficiency'] * 100:.1f} %"
+    return ""
+
+
 # ---- terminal --------------------------------------------------------------------------------------
 
 def _t(value, style: str | None = None, justify: str | None = None) -> Text:
@@ -135,7 +182,8 @@ def bench_table(rows: list[dict], wide: bool = False):
         return Text("This sweep has no benchmark figures (run the sweep with --bench).")
     rows = sorted_rows(rows)
     shown = [display(r) for r in rows]
-    notes = ["; ".join(filter(None, [s["note"], r.get("throttled") and _throttle_reasons(r) and "throttled: " + ", ".join(map(str, _throttle_reasons(r)))]))
+    notes = ["; ".join(filter(None, [_n_note(r), s["note"],
+                                     r.get("throttled") and _throttle_reasons(r) and "throttled: " + ", ".join(map(str, _throttle_reasons(r)))]))
              for s, r in zip(shown, rows)]
     with_spread = [f"{s['value']} {s['spread']}" if s["spread"] else s["value"] for s in shown]
     columns = [
@@ -157,6 +205,11 @@ def bench_table(rows: list[dict], wide: bool = False):
         steps.append(Step("throttled", into="value", header="Value ± IQR", cells=[
             Text.assemble(v, (" throttled", "yellow"), justify="right") if r.get("throttled") else _t(v, justify="right")
             for v, r in zip(with_spread, rows)]))
+    if any(_processes(r) > 1 for r in rows):  # sharing one GPU or scaling over GPUs: how many processes ran at once
+        counts = [str(_processes(r)) if is_shared(r) or is_scaling(r) else "" for r in rows]
+        columns.insert(6, Col("processes", "Processes", [_t(c, justify="right") for c in counts]))
+        steps.insert(1, Step("processes", into="measurement", cells=[_t(f"{s['measurement']} ×{c}" if c else s["measurement"])
+                                                                   for s, c in zip(shown, counts)]))
     if any(notes):
         columns.append(Col("note", "Note", [_t(n) for n in notes], "flex", 12, share=0))
     throttled = sum(1 for r in rows if r.get("throttled"))
@@ -538,3 +591,363 @@ def trend_dtype(rows: list[dict]) -> str | None:
     """The data type the report's trend chart shows: bf16 where measured, else the first of DTYPES measured."""
     measured = {r.get("dtype") for r in rows if r.get("measurement") == "matmul"}
     return next((d for d in ["bf16", *DTYPES] if d in measured), None)
+
+
+# ---- sharing one GPU, scaling over GPUs, telemetry -----------------------------------------------------
+
+def _trim(text: str) -> str:
+    """number()'s text without a trailing zero after the point: '309.0' -> '309', '1.50' -> '1.5'."""
+    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
+
+
+def _numbers(values) -> list[float]:
+    return [float(v) for v in values or [] if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def _per_process_text(row: dict) -> str:
+    """Each process's figure: '2 × 309' when they are within 2 % of each other, '312 + 306' for a few, else
+    '8 × 77.1 (70.2–80.3)'; the sum alone where the row has no per-process figures."""
+    values = _numbers(row.get("per_process"))
+    if not values:
+        return _trim(number(row["value"]))
+    mean = statistics.fmean(values)
+    if max(values) - min(values) <= 0.02 * abs(mean):
+        return f"{len(values)} × {_trim(number(mean))}"
+    if len(values) <= 4:
+        return " + ".join(_trim(number(v)) for v in values)
+    return f"{len(values)} × {_trim(number(mean))} ({_trim(number(min(values)))}–{_trim(number(max(values)))})"
+
+
+def _share_groups(rows: list[dict]) -> dict[tuple, dict[int, dict]]:
+    """Sharing figures by stack x GPU x workload, then by process count (the first figure for a count)."""
+    groups: dict[tuple, dict[int, dict]] = {}
+    for r in sorted_rows(rows):
+        if is_shared(r) and r.get("value") is not None:
+            key = (str(r.get("gpu") or ""), _stack_key(r), str(r.get("python") or ""), str(r.get("measurement")), str(r.get("dtype") or ""))
+            groups.setdefault(key, {}).setdefault(_processes(r), r)
+    return groups
+
+
+def sharing_label(row: dict, alone: float | None = None) -> str:
+    """The text beside a sharing bar: '663 TFLOP/s alone', or '2 × 309 = 618 TFLOP/s, −6.8 %' (the sum of the
+    N processes and its change against the figure alone: the row's loss, else computed from `alone`)."""
+    unit = row.get("unit") or ""
+    n = _processes(row)
+    if n == 1:
+        return f"{_trim(number(row['value']))} {unit} alone".replace("  ", " ")
+    loss = row.get("loss")
+    if not isinstance(loss, (int, float)) and alone:
+        loss = (alone - row["value"]) / alone
+    total = f"{_trim(number(row['value']))} {unit}".rstrip()
+    text = f"{_per_process_text(row)} = {total}" if _numbers(row.get("per_process")) else total
+    return text + (f", {_change(loss)}" if isinstance(loss, (int, float)) else "")
+
+
+def sharing_chart(rows: list[dict], width: int = 760, standalone: bool = False) -> Markup:
+    """One GPU shared by N processes at once (time-slicing): for each stack x GPU x workload (shared_matmul per
+    data type, shared_train) a bar per process count N, its length the sum of the N processes' throughput as a
+    share of the figure alone (N = 1, the dashed line), each process's figure a segment of the bar; beside it
+    the figures and the change against alone ('2 × 309 = 618 TFLOP/s, −6.8 %'). Empty markup without sharing
+    figures. `standalone`: with the SVG namespace, to save as a .svg file."""
+    groups = _share_groups(rows)
+    if not groups:
+        return Markup("")
+    plans = []
+    for key, by_n in groups.items():
+        alone_row = by_n.get(1)
+        alone = alone_row["value"] if alone_row and alone_row["value"] else None
+        reference = alone or max(r["value"] for r in by_n.values()) or 1.0
+        plans.append((key, alone, reference, [(n, by_n[n], sharing_label(by_n[n], alone)) for n in sorted(by_n)]))
+    label_w = max(_text_width(label) for *_, bars in plans for _, _, label in bars) + 12
+    x0 = 96
+    width = max(width, x0 + 240 + label_w)
+    x1 = width - label_w - 8
+    end, step = _nice(max([1.0, *(r["value"] / reference for _, _, reference, bars in plans for _, r, _ in bars)]) * 100)
+    scale = (x1 - x0) / end  # pixels per percent of the reference
+    bar, gap = 16, 4
+    body, y = [], 8
+    body.append(f'<rect x="{x0}" y="{y}" width="10" height="10" fill="{PALETTE[0]}"/><rect x="{x0 + 10}" y="{y}" width="10" height="10" '
+                f'fill="{PALETTE[0]}" fill-opacity="0.6"/><text x="{x0 + 26}" y="{y + 9}">one segment per process</text>'
+                f'<line x1="{x0 + 190}" y1="{y - 2}" x2="{x0 + 190}" y2="{y + 12}" stroke="#1d2330" stroke-width="1.5" stroke-dasharray="3 2"/>'
+                f'<text x="{x0 + 196}" y="{y + 9}">the figure alone (N = 1)</text>')
+    y += 24
+    top = y
+    for (gpu, _, python, measurement, dtype), alone, reference, bars in plans:
+        first = bars[0][1]
+        heading = f"{LABELS.get(measurement, measurement)}{' ' + dtype if dtype else ''} · {stack_label(first)} py{python or '?'} · {gpu}"
+        if not alone:
+            heading += " (no figure alone: bars against the largest)"
+        body.append(f'<text x="4" y="{y + 12}" font-weight="600">{_a(heading)}</text>')
+        y += 18
+        group_top = y
+        color = COLORS.get(dtype, PALETTE[0]) if measurement == "shared_matmul" else PALETTE[2]
+        for n, r, label in bars:
+            unit = r.get("unit") or ""
+            parts = _numbers(r.get("per_process")) or [r["value"]]
+            total_parts = sum(parts) or 1.0
+            tip = f"{heading}: {n} process{'es' if n > 1 else ''} at once, {label}" + (" · throttled" if r.get("throttled") else "")
+            name = "alone" if n == 1 else f"{n} processes"
+            body.append(f'<g class="share" data-processes="{n}"><title>{_a(tip)}</title>'
+                        f'<text x="{x0 - 6}" y="{y + 12}" text-anchor="end">{_a(name)}</text>')
+            x = float(x0)
+            length = r["value"] / reference * 100 * scale
+            for i, part in enumerate(parts):  # each process's share of the bar, scaled so that the segments add up to the sum
+                w = max(length * part / total_parts, 0.5)
+                opacity = "" if i % 2 == 0 else ' fill-opacity="0.6"'
+                body.append(f'<rect class="process" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}" fill="{color}"{opacity} '
+                            f'stroke="#fff" stroke-width="{1 if len(parts) > 1 else 0}"><title>{_a(f"process {i + 1} of {n}: {number(part)} {unit}".rstrip())}</title></rect>')
+                x += w
+            if r.get("throttled"):
+                body.append(f'<rect x="{x0}" y="{y}" width="{max(length, 1):.1f}" height="{bar}" fill="none" stroke="#c0392b" stroke-width="1.5" stroke-dasharray="3 2"/>')
+            body.append(f'<text class="label" x="{x1 + 8:.1f}" y="{y + 12}">{_a(label + (" · throttled" if r.get("throttled") else ""))}</text></g>')
+            y += bar + gap
+        if alone:
+            ax = x0 + 100 * scale
+            tip = f"alone: {number(alone)} {first.get('unit') or ''}".rstrip()
+            body.append(f'<line class="alone" x1="{ax:.1f}" y1="{group_top - 3}" x2="{ax:.1f}" y2="{y - gap + 3}" stroke="#1d2330" '
+                        f'stroke-width="1.5" stroke-dasharray="3 2"><title>{_a(tip)}</title></line>')
+        y += 8
+    grid = []
+    for t in _ticks(end, step):
+        gx = x0 + t * scale
+        grid.append(f'<line x1="{gx:.1f}" y1="{top}" x2="{gx:.1f}" y2="{y}" stroke="#e3e6ec"/>'
+                    f'<text x="{gx:.1f}" y="{y + 14}" text-anchor="middle" fill="#5a6272">{_a(_tick_label(t, step))} %</text>')
+    grid.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{y + 30}" text-anchor="middle" fill="#5a6272">sum over the processes, % of the figure alone</text>')
+    return _svg(width, y + 38, "Sharing one GPU: N processes at once against one alone", grid + body, standalone)
+
+
+def _scaling_series(rows: list[dict]) -> dict[tuple, dict[int, list[dict]]]:
+    """Scaling figures by model x GPU x stack, then by the number of GPUs."""
+    series: dict[tuple, dict[int, list[dict]]] = {}
+    for r in sorted_rows(rows):
+        if is_scaling(r) and r.get("value") is not None:
+            key = (str(r.get("measurement")), str(r.get("gpu") or ""), _stack_key(r), str(r.get("python") or ""))
+            series.setdefault(key, {}).setdefault(_processes(r), []).append(r)
+    return series
+
+
+def _scaling_points(by_n: dict[int, list[dict]]) -> tuple[float | None, list[tuple[int, float, float | None, float | None]]]:
+    """(the 1-GPU figure, [(GPUs, images/s, speed-up, efficiency)]): medians where several cells measured one
+    count; speed-up and efficiency the rows' own where there is one row, else against the 1-GPU median."""
+    one = statistics.median(r["value"] for r in by_n[1]) if 1 in by_n else None
+    points = []
+    for n in sorted(by_n):
+        members = by_n[n]
+        value = statistics.median(r["value"] for r in members)
+        speedup = efficiency = None
+        if n == 1 and one:
+            speedup, efficiency = value / one, value / one
+        elif len(members) == 1 and isinstance(members[0].get("efficiency"), (int, float)):
+            efficiency = float(members[0]["efficiency"])
+            speedup = float(members[0]["speedup"]) if isinstance(members[0].get("speedup"), (int, float)) else efficiency * n
+        elif one:
+            speedup = value / one
+            efficiency = speedup / n
+        points.append((n, value, speedup, efficiency))
+    return one, points
+
+
+def scaling_chart(rows: list[dict], width: int = 760, speedup: bool = False, standalone: bool = False) -> Markup:
+    """Data-parallel training over GPUs: a panel per model (scaling_cnn, scaling_large), x the number of GPUs,
+    y images/s (or with `speedup` the speed-up over one GPU); one line per model x stack x GPU, the ideal
+    linear scaling (N x the 1-GPU figure) dashed in its colour, and the efficiency printed at each point.
+    Empty markup without scaling figures. `standalone`: with the SVG namespace, to save as a .svg file."""
+    series = _scaling_series(rows)
+    if not series:
+        return Markup("")
+    left, right, plot_h = 64, 24, 200
+    x0, x1 = left, width - right
+    body, y = [], 0
+    for p, measurement in enumerate(sorted({k[0] for k in series}, key=lambda m: _order(MEASUREMENTS, m))):
+        mine = {k: v for k, v in series.items() if k[0] == measurement}
+        lines = []
+        for key, by_n in mine.items():
+            one, points = _scaling_points(by_n)
+            # (GPUs, the value drawn, efficiency, images/s, speed-up)
+            ys = [(n, s if speedup else v, e, v, s) for n, v, s, e in points if not speedup or s is not None]
+            last = max(by_n)
+            ideal = [(1, 1.0 if speedup else one), (last, float(last) if speedup else last * one)] if one and last > 1 else []
+            lines.append((key, ys, ideal))
+        counts = sorted({n for k in mine for n in mine[k]})
+        top_n = max(counts)
+        end, step = _nice(max([0.0, *(t[1] for _, ys, _ in lines for t in ys), *(v for _, _, ideal in lines for _, v in ideal)]))
+        unit = "× one GPU" if speedup else (next(iter(next(iter(mine.values())).values()))[0].get("unit") or "images/s")
+        y += 8
+        body.append(f'<text x="{left}" y="{y + 12}" font-weight="600">{_a(TITLES.get(measurement, measurement))}: '
+                    f'{_a("speed-up" if speedup else unit)} by number of GPUs, higher is better</text>')
+        top = y + 30
+        y_axis = top + plot_h
+
+        def px(n, top_n=top_n):
+            return (x0 + x1) / 2 if top_n == 1 else x0 + 24 + (n - 1) / (top_n - 1) * (x1 - x0 - 48)
+
+        def py(v, end=end, y_axis=y_axis):
+            return y_axis - v / end * plot_h
+
+        for t in _ticks(end, step):
+            body.append(f'<line x1="{x0}" y1="{py(t):.1f}" x2="{x1}" y2="{py(t):.1f}" stroke="#e3e6ec"/>'
+                        f'<text x="{x0 - 6}" y="{py(t) + 4:.1f}" text-anchor="end" fill="#5a6272">{_a(_tick_label(t, step))}</text>')
+        body.append(f'<line x1="{x0}" y1="{y_axis}" x2="{x1}" y2="{y_axis}" stroke="#5a6272"/>')
+        for n in counts:
+            body.append(f'<text x="{px(n):.1f}" y="{y_axis + 14}" text-anchor="middle" fill="#5a6272">{n}</text>')
+        body.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{y_axis + 30}" text-anchor="middle" fill="#5a6272">GPUs (one process each)</text>')
+        names = []
+        for key, _, _ in lines:
+            first = next(iter(mine[key].values()))[0]
+            names.append(f"{MODELS.get(measurement, measurement)} · {stack_label(first)} py{key[3] or '?'} · {key[1]}")
+        for i, ((_, gpu, _, python), ys, ideal) in enumerate(lines):
+            color, name = PALETTE[i % len(PALETTE)], names[i]
+            group = [f'<g class="series" data-gpu="{_a(gpu)}" data-model="{_a(MODELS.get(measurement, measurement))}">']
+            if ideal:
+                group.append(f'<line class="ideal" x1="{px(ideal[0][0]):.1f}" y1="{py(ideal[0][1]):.1f}" x2="{px(ideal[1][0]):.1f}" '
+                             f'y2="{py(ideal[1][1]):.1f}" stroke="{color}" stroke-width="1.5" stroke-dasharray="6 4">'
+                             f'<title>{_a(f"ideal: N × the 1-GPU figure ({name})")}</title></line>')
+            if len(ys) > 1:
+                group.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" '
+                             f'points="{" ".join(f"{px(n):.1f},{py(v):.1f}" for n, v, *_ in ys)}"/>')
+            for n, v, efficiency, images, speed in ys:
+                tip = (f"{name}: {n} GPU{'s' if n > 1 else ''}, {number(images)} images/s"
+                       + (f", speed-up {speed:.2f}×" if speed is not None and n > 1 else "")
+                       + (f", efficiency {efficiency * 100:.1f} %" if efficiency is not None and n > 1 else ""))
+                group.append(f'<circle cx="{px(n):.1f}" cy="{py(v):.1f}" r="4" fill="{color}" stroke="{color}"><title>{_a(tip)}</title></circle>')
+                label = (f"{efficiency * 100:.1f} %" if efficiency is not None and n > 1 else
+                         f"{_trim(number(v))}{'×' if speedup else ''}" if n == 1 else "")
+                if label:  # left of the last point, so that it stays inside the chart
+                    last = n == top_n and top_n > 1
+                    anchor = ' text-anchor="end"' if last else ""
+                    group.append(f'<text class="efficiency" x="{px(n) + (-6 if last else 6):.1f}" y="{py(v) - 7:.1f}"{anchor} fill="{color}" stroke="#fff" '
+                                 f'stroke-width="3" paint-order="stroke">{_a(label)}</text>')
+            group.append("</g>")
+            body += group
+        ly = y_axis + 50
+        for i, name in enumerate(names):
+            body.append(f'<rect x="{left}" y="{ly - 9:.1f}" width="12" height="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
+                        f'<text x="{left + 18}" y="{ly:.1f}">{_a(name)}</text>')
+            ly += 16
+        body.append(f'<line x1="{left}" y1="{ly - 7:.1f}" x2="{left + 12}" y2="{ly - 7:.1f}" stroke="#5a6272" stroke-width="1.5" stroke-dasharray="4 2"/>'
+                    f'<text x="{left + 18}" y="{ly:.1f}">ideal: N × the 1-GPU figure; the percentages are the efficiency (speed-up / N)</text>')
+        y = ly + 8 + (12 if p else 0)
+    return _svg(width, y + 4, "Scaling over GPUs: data-parallel training " + ("speed-up" if speedup else "throughput"), body, standalone)
+
+
+def scaling_table(rows: list[dict]) -> list[dict]:
+    """The HTML report's scaling table (the cloud-Slurm seed's): per model x stack x GPU x number of GPUs the
+    time per epoch (the mean of epoch_seconds), images/s, speed-up, efficiency, final loss and accuracy, as
+    display text; the template escapes it."""
+    out = []
+    for (measurement, gpu, _, python), by_n in _scaling_series(rows).items():
+        _, points = _scaling_points(by_n)
+        for n, value, speed, efficiency in points:
+            for r in by_n[n]:
+                epochs = _numbers(r.get("epoch_seconds"))
+                own_speed = r.get("speedup") if isinstance(r.get("speedup"), (int, float)) and len(by_n[n]) > 1 else speed
+                own_efficiency = r.get("efficiency") if isinstance(r.get("efficiency"), (int, float)) and len(by_n[n]) > 1 else efficiency
+                loss, accuracy = r.get("final_loss"), r.get("accuracy")
+                out.append({"model": MODELS.get(measurement, measurement), "stack": stack_label(r), "python": python, "gpu": gpu,
+                            "gpus": n, "cell": r.get("cell"),
+                            "epoch_time": f"{number(statistics.fmean(epochs))} s" if epochs else "",
+                            "images_per_second": f"{number(r['value'])} {r.get('unit') or 'images/s'}",
+                            "speedup": f"{own_speed:.2f}×" if isinstance(own_speed, (int, float)) else "",
+                            "efficiency": f"{own_efficiency * 100:.1f} %" if isinstance(own_efficiency, (int, float)) else "",
+                            "final_loss": f"{loss:.4g}" if isinstance(loss, (int, float)) else "",
+                            "accuracy": f"{accuracy * 100:.1f} %" if isinstance(accuracy, (int, float)) else "",
+                            "throttled_flag": bool(r.get("throttled"))})
+    return out
+
+
+TELEMETRY_PANELS = [("util_pct", "GPU utilisation", "%"), ("power_w", "Power", "W"), ("sm_mhz", "SM clock", "MHz"),
+                    ("temp_c", "Temperature", "°C"), ("memory_used_mib", "Memory used", "MiB")]
+
+
+def downsample(points: list[tuple[float, float | None]], limit: int = 600) -> list[tuple[float, float | None]]:
+    """At most about `limit` (time, value) points of a time series in time order: per bucket of consecutive samples
+    its lowest and highest point (so a spike survives), a bucket with no value kept as one (time, None) gap."""
+    if len(points) <= limit:
+        return list(points)
+    buckets = max(1, limit // 2)
+    size = len(points) / buckets
+    out: list[tuple[float, float | None]] = []
+    for b in range(buckets):
+        chunk = points[int(b * size):int((b + 1) * size)]
+        valid = [p for p in chunk if p[1] is not None]
+        if not valid:
+            if chunk:
+                out.append((chunk[0][0], None))
+            continue
+        low, high = min(valid, key=lambda p: p[1]), max(valid, key=lambda p: p[1])
+        out += sorted({low, high}, key=lambda p: p[0])
+    return out
+
+
+def telemetry_chart(series: dict, width: int = 760, memory: bool = False, limit: int = 600, standalone: bool = False) -> Markup:
+    """NVML's samples while one cell's bench ran (store.telemetry: {"cell", "framework", "version", "gpu",
+    "columns", "samples"}) as small multiples against time: GPU utilisation %, power W, SM clock MHz,
+    temperature °C, and with `memory` the memory used in MiB; each line downsampled to at most about `limit`
+    points (the lowest and highest of each stretch), a gap where NVML gave no value. Empty markup without
+    samples. `standalone`: with the SVG namespace, to save as a .svg file."""
+    columns = [str(c) for c in series.get("columns") or []]
+    if "t_s" not in columns:
+        return Markup("")
+    t_index = columns.index("t_s")
+
+    def cell(sample, i):
+        value = sample[i] if isinstance(sample, (list, tuple)) and i < len(sample) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+    samples = [s for s in series.get("samples") or [] if cell(s, t_index) is not None]
+    if not samples:
+        return Markup("")
+    panels = [p for p in TELEMETRY_PANELS if p[0] in columns and (memory or p[0] != "memory_used_mib")]
+    times = [cell(s, t_index) for s in samples]
+    t_start, t_end = min(0.0, min(times)), max(times)
+    t_axis, t_step = _nice(t_end - t_start)
+    left, right, panel_h, gap = 64, 24, 60, 34
+    x0, x1 = left, width - right
+
+    def px(t):
+        return x0 + (t - t_start) / t_axis * (x1 - x0)
+
+    heading = (f"cell {series.get('cell', '?')} · {series.get('framework') or ''} {series.get('version') or ''} · {series.get('gpu') or ''}"
+               f" · {len(samples)} samples over {_trim(number(t_end - t_start))} s")
+    body = [f'<text x="4" y="14" font-weight="600">{_a(heading)}</text>']
+    y = 24
+    for k, (column, name, unit) in enumerate(panels):
+        i = columns.index(column)
+        points = [(cell(s, t_index), cell(s, i)) for s in samples]
+        values = [v for _, v in points if v is not None]
+        shown = downsample(points, limit)
+        top = y + 18
+        bottom = top + panel_h
+        if values:
+            summary = (f"min {_trim(number(min(values)))}, median {_trim(number(statistics.median(values)))}, "
+                       f"max {_trim(number(max(values)))} {unit}")
+        else:
+            summary = "no value sampled"
+        body.append(f'<text x="{left}" y="{y + 12}"><tspan font-weight="600">{_a(f"{name} ({unit})")}</tspan>'
+                    f'<tspan fill="#5a6272">{_a("  " + summary)}</tspan></text>')
+        end, step = (100.0, 50.0) if column == "util_pct" and (not values or max(values) <= 100) else _nice(max(values or [1.0]))
+
+        def py(v, end=end, bottom=bottom):
+            return bottom - v / end * panel_h
+
+        for t in _ticks(end, step):
+            body.append(f'<line x1="{x0}" y1="{py(t):.1f}" x2="{x1}" y2="{py(t):.1f}" stroke="#e3e6ec"/>')
+        for t in (0.0, end):
+            body.append(f'<text x="{x0 - 6}" y="{py(t) + 4:.1f}" text-anchor="end" fill="#5a6272">{_a(_tick_label(t, step))}</text>')
+        path, pen = [], False
+        for t, v in shown:
+            if v is None:
+                pen = False
+                continue
+            path.append(f"{'L' if pen else 'M'}{px(t):.1f} {py(v):.1f}")
+            pen = True
+        if path:
+            body.append(f'<path class="telemetry" data-column="{_a(column)}" d="{" ".join(path)}" fill="none" '
+                        f'stroke="{PALETTE[k % len(PALETTE)]}" stroke-width="1.5"><title>{_a(f"{name}: {summary}")}</title></path>')
+        body.append(f'<line x1="{x0}" y1="{bottom}" x2="{x1}" y2="{bottom}" stroke="#5a6272"/>')
+        y = bottom + gap - 18
+    axis = y + 18 - gap  # the last panel's bottom
+    for t in _ticks(t_axis, t_step):
+        body.append(f'<text x="{px(t_start + t):.1f}" y="{axis + 14}" text-anchor="middle" fill="#5a6272">{_a(_tick_label(t_start + t, t_step))}</text>')
+    body.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{axis + 30}" text-anchor="middle" fill="#5a6272">seconds since the bench began</text>')
+    return _svg(width, axis + 38, f"GPU telemetry of cell {series.get('cell', '?')} while its bench ran", body, standalone)

@@ -5,7 +5,8 @@ A matrix per framework (rows: version/variant/Python/env; columns: GPU classes),
 cell coloured by its code with the evidence and the prediction one click away
 (<details>, so it works without JavaScript). With bench figures, a Benchmarks section: the
 matrix-product throughput and a trend across framework versions as inline SVG (report/bench.py),
-and a table of every figure.
+and a table of every figure; where measured, sharing one GPU among N processes, data-parallel
+scaling over N GPUs (chart and table) and NVML telemetry per cell, each in its own sub-section.
 """
 
 from __future__ import annotations
@@ -31,21 +32,38 @@ def _row(raw: dict) -> dict:
     return row
 
 
-def _bench(bench_rows: list[dict] | None) -> dict | None:
-    """The Benchmarks section: the two charts (inline SVG, escaped by bench.py) and every figure."""
-    if not bench_rows:
+def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None) -> dict | None:
+    """The Benchmarks section: the charts (inline SVG, escaped by bench.py) and every figure of a workload
+    alone on one GPU; the figures of N processes sharing one GPU and of training over N GPUs in their own
+    sub-sections (never mixed into the plain chart and table), and NVML's telemetry per cell."""
+    if not bench_rows and not telemetry:
         return None
     from . import bench
 
-    dtype = bench.trend_dtype(bench_rows)
-    return {"count": len(bench_rows), "throttled": sum(1 for r in bench_rows if r.get("throttled")),
-            "throughput": bench.throughput_chart(bench_rows),
-            "trend": bench.trend_chart(bench_rows, "matmul", dtype) if dtype and bench.trend_versions(bench_rows, "matmul", dtype) > 1 else "",
-            "trend_dtype": dtype, "summary": bench.bench_summary(bench_rows)}
+    rows = list(bench_rows or [])
+    plain = bench.plain_rows(rows)
+    shared = [r for r in rows if bench.is_shared(r)]
+    scaling = [r for r in rows if bench.is_scaling(r)]
+    dtype = bench.trend_dtype(plain)
+    series = []
+    for s in sorted(telemetry or [], key=lambda s: (str(s.get("gpu") or ""), s.get("cell") or 0)):
+        chart = bench.telemetry_chart(s, memory=True)
+        if chart:
+            times = [x[0] for x in s.get("samples") or [] if x and isinstance(x[0], (int, float))]
+            series.append({"cell": s.get("cell"), "label": f"cell {s.get('cell', '?')}: {s.get('framework') or ''} {s.get('version') or ''} on {s.get('gpu') or ''}",
+                           "samples": len(s.get("samples") or []), "seconds": bench._trim(bench.number(max(times) if times else 0)), "chart": chart})
+    return {"count": len(rows), "plain": len(plain), "throttled": sum(1 for r in rows if r.get("throttled")),
+            "throughput": bench.throughput_chart(plain),
+            "trend": bench.trend_chart(plain, "matmul", dtype) if dtype and bench.trend_versions(plain, "matmul", dtype) > 1 else "",
+            "trend_dtype": dtype, "summary": bench.bench_summary(plain),
+            "sharing": bench.sharing_chart(shared), "shared_count": len(shared),
+            "scaling": bench.scaling_chart(scaling), "scaling_table": bench.scaling_table(scaling),
+            "telemetry": series}
 
 
-def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = None) -> str:
-    """The report of one sweep; `bench_rows` (store.bench_rows) adds its benchmark figures."""
+def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = None, telemetry: list[dict] | None = None) -> str:
+    """The report of one sweep; `bench_rows` (store.bench_rows, as bench.present shows them) adds its benchmark
+    figures, `telemetry` (store.telemetry) NVML's samples of each cell while its bench ran."""
     rows = [_row(r) for r in raw_rows]
     done = [r for r in rows if r["code"] != "PENDING"]
     valid = [r for r in done if r["code"] == PASS]
@@ -69,4 +87,4 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
               "surprises": sum(r["surprise"] for r in rows), "predicted": sum(1 for r in done if r["observed"] is False)}
     return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices,
                            surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
-                           untested=untested, bench=_bench(bench_rows))
+                           untested=untested, bench=_bench(bench_rows, telemetry))

@@ -25,7 +25,7 @@ import math
 from ..model import PASS, UNTESTED
 
 CELL_LABELS = ("framework", "version", "variant", "python", "env", "gpu", "cc", "driver")
-BENCH_LABELS = CELL_LABELS + ("measurement", "dtype", "unit")
+BENCH_LABELS = CELL_LABELS + ("measurement", "dtype", "unit", "processes")  # processes: sharing one GPU, or GPUs in a scaling run
 
 # name: help text, in the order they are written
 FAMILIES = {
@@ -68,7 +68,8 @@ def format_value(value) -> str:
 
 
 def _labels(row: dict, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    return tuple((name, "" if row.get(name) is None else str(row.get(name))) for name in names)
+    defaults = {"processes": 1}  # a figure of one process on one GPU
+    return tuple((name, str(defaults.get(name, "")) if row.get(name) is None else str(row.get(name))) for name in names)
 
 
 class _Family:
