@@ -140,7 +140,7 @@ def test_pass_is_up_a_failure_is_down_untested_and_pending_are_no_fact():
 def test_bench_figures_spread_share_of_peak_and_throttling():
     text = export()
     mine = {"framework": "torch", "version": "2.11.0+cu130", "variant": "cu130", "python": "3.12", "env": "uv", "gpu": H200,
-            "cc": "9.0", "driver": "580.159.04", "measurement": "matmul", "dtype": "bf16", "unit": "TFLOP/s"}
+            "cc": "9.0", "driver": "580.159.04", "measurement": "matmul", "dtype": "bf16", "unit": "TFLOP/s", "processes": "1"}
     value = [s for s in samples(text, "gpucompat_bench_value") if s.labels == mine]
     assert [s.value for s in value] == [678.6]
     share = {(s.labels["gpu"], s.labels["measurement"], s.labels["dtype"]): s.value for s in samples(text, "gpucompat_bench_share_of_peak")}
