@@ -5,6 +5,7 @@ ran on an H100 and an H200: docs/evidence/bench-h100/ and docs/evidence/bench-h2
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -183,3 +184,42 @@ def test_a_store_of_the_previous_schema_gains_the_bench_table(tmp_path):
     copy.write_bytes(old.read_bytes())
     assert Store(f"sqlite:///{copy}", readonly=True).bench_rows(None) == []  # read through an upgraded copy in memory
     assert Store(f"sqlite:///{copy}").bench_rows(None) == []  # a writer migrates it
+
+
+def test_the_profiling_window_wraps_only_its_steps_and_keeps_a_bounded_trace(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch", reason="the profiler window needs torch (a CPU build is enough here)")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # no GPU here: the steps run on the CPU
+    model = torch.nn.Linear(64, 64)
+    calls = []
+
+    def step():
+        calls.append(1)
+        model(torch.rand(32, 64)).sum().backward()
+
+    window = probe.torch_profile_window(torch, step, start=10, count=3)
+    assert len(calls) == 10 + 3 + 60  # the window's steps and the steps around it, never more
+    assert (window["start"], window["steps"]) == (10, 3)
+    assert window["trace"] and Path(window["trace"]).name == "profile-trace.json.gz" and Path(window["trace"]).exists()
+    assert 0 < window["trace_bytes"] <= probe.PROFILE_TRACE_MAX
+    assert window["step_s_before"] > 0 and window["step_s_after"] > 0 and isinstance(window["overhead_outside"], float)
+    assert window["top_kernels"] == [] or abs(sum(k["share"] for k in window["top_kernels"]) - 1) < 0.5
+
+
+def test_the_plan_reads_sharing_scaling_and_profiling():
+    spec = parse_plan(PLAN + "[bench]\nshare = [4, 1, 2]\nscale = [1, 2]\nprofile = {start = 20, steps = 5}\n")
+    assert (spec.bench.share, spec.bench.scale, spec.bench.profile) == ((1, 2, 4), (1, 2), (20, 5))
+    assert spec.bench.probe_config()["profile"] == {"start": 20, "steps": 5}
+    for bad in ("share = [0]", "scale = [1, 64]", "profile = {start = 1}", "profile = {start = 1, steps = 0}"):
+        with pytest.raises(UserError, match=r"\[bench\] (share|scale|profile)"):
+            parse_plan(PLAN + f"[bench]\n{bad}\n")
+
+
+def test_the_job_logs_with_pid_thread_and_time_into_its_result(tmp_path, stand_in):
+    result = probe_result(tmp_path)
+    log = result["log"]
+    assert {"t", "pid", "thread", "host", "level", "message"} <= set(log[0])
+    assert log[0]["pid"] == os.getpid() and log[0]["thread"] == "MainThread"
+    messages = [r["message"] for r in log]
+    assert "stage import started" in messages and any(m.startswith("bench matmul bf16: 787.5 TFLOP/s") for m in messages)
+    assert any(m.startswith("stage bench passed after") for m in messages)

@@ -7,7 +7,8 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 COLUMNS=200
 PY=$(command -v python3)
-"$PY" -m pip install --no-index --find-links .whl gpucompat > /tmp/pip-install.txt 2>&1
+"$PY" -m pip install --no-index --find-links .whl --force-reinstall --no-deps gpucompat > /tmp/pip-install.txt 2>&1  # a warm machine keeps an older build
+"$PY" -m pip install --no-index --find-links .whl gpucompat >> /tmp/pip-install.txt 2>&1
 export PATH="$(dirname "$PY"):$PATH" GPUCOMPAT_DB="sqlite:///$OUT/bench.db"
 { nvidia-smi; nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version,power.limit,clocks.max.sm --format=csv; } > /tmp/nvidia-smi.txt 2>&1
 

@@ -5,7 +5,8 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 COLUMNS=200
 PY=$(command -v python3)
-"$PY" -m pip install --no-index --find-links .whl gpucompat > /tmp/pip-install.txt 2>&1
+"$PY" -m pip install --no-index --find-links .whl --force-reinstall --no-deps gpucompat > /tmp/pip-install.txt 2>&1  # a warm machine keeps an older build
+"$PY" -m pip install --no-index --find-links .whl gpucompat >> /tmp/pip-install.txt 2>&1
 export PATH="$(dirname "$PY"):$PATH" GPUCOMPAT_DB="sqlite:///$OUT/share-scale.db"
 { nvidia-smi; nvidia-smi topo -m; } > /tmp/nvidia-smi.txt 2>&1
 ls /tmp/nvidia-mps 2>/dev/null > /tmp/mps.txt; echo "mps pipe dir listing exit: $?" >> /tmp/mps.txt

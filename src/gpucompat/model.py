@@ -98,10 +98,12 @@ class BenchSpec:
     repetitions: int = 10
     share: tuple[int, ...] = ()  # process counts sharing one GPU, e.g. (1, 2, 4); () = no sharing measurement
     scale: tuple[int, ...] = ()  # GPU counts for data-parallel training (torch), e.g. (1, 2, 4); () = none
+    profile: tuple[int, int] | None = None  # (start, steps): torch.profiler around that window of training steps
 
     def probe_config(self) -> dict:
         return {"measurements": list(self.measurements), "dtypes": list(self.dtypes), "size": self.size, "repetitions": self.repetitions,
-                **({"share": list(self.share)} if self.share else {}), **({"scale": list(self.scale)} if self.scale else {})}
+                **({"share": list(self.share)} if self.share else {}), **({"scale": list(self.scale)} if self.scale else {}),
+                **({"profile": {"start": self.profile[0], "steps": self.profile[1]}} if self.profile else {})}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
     "max_parallel_installs", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
 }
-BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale"}
+BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "profile"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "bench", "cell", "pending"}
@@ -373,6 +373,13 @@ def parse_bench(value: object) -> tuple[BenchSpec | None, int | None]:
             if not isinstance(counts, list) or not counts or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 16 for n in counts):
                 raise UserError(f"[bench] {key} must be a list of {what} from 1 to 16, e.g. [1, 2, 4].")
             chosen[key] = tuple(sorted(set(counts)))
+    if "profile" in value:
+        window = value["profile"]
+        if not isinstance(window, dict) or set(window) != {"start", "steps"} or not all(
+                isinstance(window[k], int) and not isinstance(window[k], bool) for k in window) \
+                or not 0 <= window["start"] <= 100000 or not 1 <= window["steps"] <= 1000:
+            raise UserError("[bench] profile must be {start = S, steps = K}: the profiler around K training steps (1 to 1000) from step S.")
+        chosen["profile"] = (window["start"], window["steps"])
     timeout = parse_duration(value["timeout"], "[bench] timeout") if "timeout" in value else None
     return BenchSpec(**chosen), timeout
 

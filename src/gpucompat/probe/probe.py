@@ -73,6 +73,7 @@ import argparse
 import ctypes
 import glob
 import json
+import logging
 import os
 import platform
 import random
@@ -1141,6 +1142,8 @@ class Bench:
             figure["error"] = _error(exc)
         figure["duration_s"] = round(time.perf_counter() - began, 3)
         figure["clocks"] = {"before": before, "after": self.nvml.snapshot()}
+        LOG.info("bench %s %s: %s in %.3f s", measurement, dtype or "-", "%.4g %s" % (figure["value"], unit) if "value" in figure
+                 else figure.get("unsupported") or (figure.get("error") or {}).get("type"), figure["duration_s"])
         _checkpoint()
         return figure
 
@@ -1270,6 +1273,7 @@ def bench_torch(torch, bench, import_seconds):
             step()
             torch.cuda.synchronize()
             first["seconds"] = import_seconds + time.perf_counter() - began
+            first["step"] = step
 
             def steps():
                 for _ in range(CNN_STEPS):
@@ -1277,7 +1281,65 @@ def bench_torch(torch, bench, import_seconds):
             return [CNN_BATCH * CNN_STEPS / s for s in events(steps, max(3, reps // 2))], {"note": CNN_NOTE}
 
         bench.measure("train", "fp32", "images/s", train)
+        window = bench.config.get("profile")
+        if window and "step" in first:
+            try:
+                bench.facts["profile"] = torch_profile_window(torch, first["step"], int(window["start"]), int(window["steps"]))
+            except Exception as exc:  # a profiler that cannot run is a fact, not a failure
+                bench.facts["profile"] = {"error": _error(exc)}
+            _checkpoint()
         bench.measure("first_step", "", "s", lambda: _first_step(first, "import torch, build the model, one training step"), better="lower")
+
+
+PROFILE_TRACE_MAX = 100 << 20  # a trace larger than this (compressed) is not kept
+
+
+def torch_profile_window(torch, step, start, count):
+    """torch.profiler around `count` training steps from step `start`, never the whole run: the top
+    kernels with their share of device time, the trace (gzip) in the job directory, and what the
+    window cost the steps outside it (the steps after it against those before it)."""
+    import gzip
+    import shutil
+
+    from torch.profiler import ProfilerActivity, profile
+
+    after = max(60, count)
+    before, inside, outside, window = [], [], [], None
+    for index in range(start + count + after):
+        if index == start:
+            window = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            window.__enter__()
+        began = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        elapsed = time.perf_counter() - began
+        if index == start + count - 1:
+            window.__exit__(None, None, None)
+        (before if index < start else inside if index < start + count else outside).append(elapsed)
+
+    def device_us(event):
+        return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0) or 0
+
+    kernels = [event for event in window.key_averages() if device_us(event) > 0]
+    total = sum(device_us(event) for event in kernels) or 1
+    top = [{"kernel": event.key[:300], "device_us": round(device_us(event), 1), "calls": event.count, "share": device_us(event) / total}
+           for event in sorted(kernels, key=device_us, reverse=True)[:10]]
+    trace, kept = os.path.abspath("profile-trace.json"), None
+    window.export_chrome_trace(trace)
+    with open(trace, "rb") as source, gzip.open(trace + ".gz", "wb") as target:
+        shutil.copyfileobj(source, target)
+    os.unlink(trace)
+    size = os.path.getsize(trace + ".gz")
+    if size <= PROFILE_TRACE_MAX:
+        kept = trace + ".gz"
+    else:
+        os.unlink(trace + ".gz")
+    steady = before[min(5, len(before) - 1):] if before else []
+    settled = outside[10:]  # the profiler's buffers are flushed over the first steps after the window
+    return {"start": start, "steps": count, "top_kernels": top, "device_us_total": round(total, 1), "trace": kept, "trace_bytes": size,
+            "step_s_before": _quartiles(steady)[1] if steady else None, "step_s_inside": _quartiles(inside)[1],
+            "step_s_just_after": _quartiles(outside[:10])[1], "step_s_after": _quartiles(settled)[1],
+            "overhead_outside": (_quartiles(settled)[1] / _quartiles(steady)[1] - 1) if steady else None}
 
 
 def _first_step(first, what):
@@ -1689,6 +1751,7 @@ def share_figures(framework, bench, counts):
 
             def body():
                 spec = {"measurement": measurement, "dtype": dtype, "size": bench.config["size"], "barrier": work}
+                LOG.info("sharing one GPU: %d processes of %s %s", n, measurement, dtype)
                 children = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--framework", framework,
                                               "--result", os.path.join(work, "child-%d.json" % i), "--share-child", json.dumps(spec)],
                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in range(n)]
@@ -1759,6 +1822,7 @@ def scale_figures(torch, bench, counts):
                 command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), worker,
                            "--model", model, "--epochs", str(sizes["epochs"]), "--images-per-epoch", str(sizes["images"]),
                            "--batch", str(sizes["batch"]), "--result", out]
+                LOG.info("scaling: %s", " ".join(command))
                 proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
                 if proc.returncode:
                     raise RuntimeError("torchrun exited %d: %s" % (proc.returncode, proc.stderr.decode(errors="replace")[-1500:]))
@@ -1779,6 +1843,24 @@ def scale_figures(torch, bench, counts):
 
 
 ADAPTERS = {"torch": Torch, "tensorflow": TensorFlow, "jax": Jax, "cupy": CuPy, "cuda-runtime": CudaRuntime}
+
+
+LOG_MAX = 2000  # records kept in result["log"]; the job's own log stays bounded however long it runs
+LOG = logging.getLogger("gpucompat.probe")
+
+
+class RecordLog(logging.Handler):
+    """Log records from inside the job, with pid, thread and time, into result["log"]: they travel
+    to the database with the result, so every node's records sit in one place."""
+
+    def __init__(self, records):
+        logging.Handler.__init__(self, logging.INFO)
+        self.records = records
+
+    def emit(self, record):
+        if len(self.records) < LOG_MAX:
+            self.records.append({"t": round(record.created, 3), "pid": record.process, "thread": record.threadName,
+                                 "host": socket.gethostname(), "level": record.levelname, "message": self.format(record)[:500]})
 
 
 def write(path, result):
@@ -1805,7 +1887,11 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
         "stages": {},
         "loaded_libraries": [],
         "finished": False,
+        "log": [],
     }
+    handler = RecordLog(result["log"])
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
 
     def save():  # every write also says what is mapped now, so a crash leaves the last view
         result["loaded_libraries"] = loaded_libraries()
@@ -1826,6 +1912,7 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
             if stage in stage_timeouts and hasattr(signal, "SIGALRM"):
                 signal.signal(signal.SIGALRM, signal.SIG_DFL)
                 signal.alarm(max(1, int(stage_timeouts[stage])))
+            LOG.info("stage %s started", stage)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
@@ -1846,6 +1933,7 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
                 signal.alarm(0)
             del record["running"]
             record["duration_s"] = round(time.perf_counter() - began, 4)
+            LOG.info("stage %s %s after %.3f s", stage, "passed" if record["ok"] else "failed", record["duration_s"])
             if stage == "import":  # the bench's time to the first training step starts at the import
                 adapter.import_seconds = record["duration_s"]
             if caught:
@@ -1859,6 +1947,7 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
         save()
     finally:
         _HOOKS["checkpoint"] = None
+        LOG.removeHandler(handler)
     return result
 
 
