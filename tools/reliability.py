@@ -22,7 +22,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 import test_properties as props  # noqa: E402
 from gpucompat.errors import UserError  # noqa: E402
