@@ -1125,6 +1125,16 @@ class Bench:
     def wants(self, measurement):
         return measurement in self.config["measurements"]
 
+    def memory_and_launch(self, copy, transfer, launch):
+        """The device copy, both pinned transfers and the launch latency, each where the configuration asks for it."""
+        if self.wants("copy"):
+            self.measure("copy", "", "GB/s", copy)
+        if self.wants("transfer"):
+            self.measure("h2d", "", "GB/s", transfer("h2d"))
+            self.measure("d2h", "", "GB/s", transfer("d2h"))
+        if self.wants("launch"):
+            self.measure("launch", "", "us", launch, better="lower")
+
     def measure(self, measurement, dtype, unit, body, better="higher"):
         """body() -> (samples in `unit`, {"size": ..., "note": ...}); raises Unsupported where it cannot."""
         figure = {"measurement": measurement, "dtype": dtype}
@@ -1245,13 +1255,7 @@ def bench_torch(torch, bench, import_seconds):
         seconds = _timed(lambda: x.add_(1.0), torch.cuda.synchronize, LAUNCHES)
         return [s * 1e6 for s in seconds], {"note": "x.add_(1) on one element, then torch.cuda.synchronize(): launch and round trip"}
 
-    if bench.wants("copy"):
-        bench.measure("copy", "", "GB/s", copy)
-    if bench.wants("transfer"):
-        bench.measure("h2d", "", "GB/s", transfer("h2d"))
-        bench.measure("d2h", "", "GB/s", transfer("d2h"))
-    if bench.wants("launch"):
-        bench.measure("launch", "", "us", launch, better="lower")
+    bench.memory_and_launch(copy, transfer, launch)
     if bench.wants("train"):
         first = {}
 
@@ -1424,13 +1428,7 @@ def bench_jax(jax, bench, import_seconds):
         seconds = _timed(lambda: out.update(r=f(x)), lambda: block(out["r"]), LAUNCHES)
         return [s * 1e6 for s in seconds], {"note": "a jitted x + 1 on a scalar, then block_until_ready(): dispatch and round trip"}
 
-    if bench.wants("copy"):
-        bench.measure("copy", "", "GB/s", copy)
-    if bench.wants("transfer"):
-        bench.measure("h2d", "", "GB/s", transfer("h2d"))
-        bench.measure("d2h", "", "GB/s", transfer("d2h"))
-    if bench.wants("launch"):
-        bench.measure("launch", "", "us", launch, better="lower")
+    bench.memory_and_launch(copy, transfer, launch)
     if bench.wants("train"):
         first = {}
 
@@ -1530,13 +1528,7 @@ def bench_cupy(cupy, bench):
         seconds = _timed(lambda: x.__iadd__(1.0), cupy.cuda.Device().synchronize, LAUNCHES)
         return [s * 1e6 for s in seconds], {"note": "x += 1 on one element, then synchronize: launch and round trip"}
 
-    if bench.wants("copy"):
-        bench.measure("copy", "", "GB/s", copy)
-    if bench.wants("transfer"):
-        bench.measure("h2d", "", "GB/s", transfer("h2d"))
-        bench.measure("d2h", "", "GB/s", transfer("d2h"))
-    if bench.wants("launch"):
-        bench.measure("launch", "", "us", launch, better="lower")
+    bench.memory_and_launch(copy, transfer, launch)
     if bench.wants("train"):
         bench.measure("train", "fp32", "images/s", _raise(Unsupported("CuPy has no automatic differentiation: the training loop is torch's and JAX's")))
 
@@ -1631,13 +1623,7 @@ def bench_cuda_runtime(runtime, bench):
     if bench.wants("matmul"):
         for name in bench.config["dtypes"]:
             bench.measure("matmul", name, "TFLOP/s", _raise(Unsupported("a cuda-runtime stack has no BLAS")))
-    if bench.wants("copy"):
-        bench.measure("copy", "", "GB/s", copy)
-    if bench.wants("transfer"):
-        bench.measure("h2d", "", "GB/s", transfer("h2d"))
-        bench.measure("d2h", "", "GB/s", transfer("d2h"))
-    if bench.wants("launch"):
-        bench.measure("launch", "", "us", launch, better="lower")
+    bench.memory_and_launch(copy, transfer, launch)
 
 
 # ---------------------------------------------------------------------------
