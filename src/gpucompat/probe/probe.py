@@ -67,6 +67,10 @@ matrix products per data type, device copy, pinned host<->device transfers, laun
 and the cloud-Slurm seed's small CNN training loop with the time to its first step; every
 figure carries NVML's clocks, power, temperature and throttle reasons before and after it
 (see "The bench rung" below). A figure that cannot be made is recorded with its reason.
+Asked for, it also runs the workloads in N processes sharing the GPU ("Sharing one GPU"),
+data-parallel training over N GPUs with torchrun and ddp_worker.py beside this file
+("Scaling over GPUs"), and torch.profiler around a window of training steps; NVML samples
+at 10 Hz while it runs, and result["log"] keeps the job's own log records (pid, thread, time).
 """
 
 import argparse
