@@ -7,8 +7,6 @@ from .knowledge import tables
 
 # NVML's clocks-event reasons that lower a figure; idle, application clocks, sync boost and display do not
 THROTTLING = {"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"}
-ORDER = ("matmul", "copy", "h2d", "d2h", "launch", "train", "first_step", "shared_matmul", "shared_train", "scaling_cnn", "scaling_large")
-DTYPE_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 
 
 def figures(facts: dict | None) -> list[dict]:
@@ -67,8 +65,3 @@ def present(row: dict) -> dict:
         **{key: data.get(key) for key in ("epoch_seconds", "final_loss", "accuracy", "speedup", "efficiency")},
     }
 
-
-def sort_key(row: dict) -> tuple:
-    measurement = ORDER.index(row["measurement"]) if row["measurement"] in ORDER else len(ORDER)
-    dtype = DTYPE_ORDER.index(row["dtype"]) if row["dtype"] in DTYPE_ORDER else len(DTYPE_ORDER)
-    return row["gpu"], row["framework"], row["version"], row["variant"], row["python"], measurement, dtype, row.get("processes", 1)
