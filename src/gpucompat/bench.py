@@ -4,6 +4,7 @@ datasheet peak of the GPU they ran on for the reports (see the probe's "The benc
 from __future__ import annotations
 
 from .knowledge import tables
+from .report.rows import shown_python, shown_version
 
 # NVML's clocks-event reasons that lower a figure; idle, application clocks, sync boost and display do not
 THROTTLING = {"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"}
@@ -49,8 +50,7 @@ def throttled(clocks: dict | None) -> bool:
 def present(row: dict) -> dict:
     """A store row (Store.bench_rows) as reports show it: the stack's real version, share of peak, throttling."""
     data = row.get("data") or {}
-    version = row["probe_version"] if row["version"] == "installed" and row.get("probe_version") else row["version"]
-    python = (row.get("probe_python") or "current") if row["python"] == "current" else row["python"]
+    version, python = shown_version(row), shown_python(row)
     known = peak(row["gpu"], row["measurement"], row["dtype"])
     return {
         "cell": row["cell"], "sweep": row["sweep"], "framework": row["framework"], "version": version,
@@ -65,3 +65,7 @@ def present(row: dict) -> dict:
         **{key: data.get(key) for key in ("epoch_seconds", "final_loss", "accuracy", "speedup", "efficiency")},
     }
 
+
+def present_telemetry(series: dict) -> dict:
+    """A cell's NVML samples (Store.telemetry) with the stack's version as reports show it."""
+    return {**series, "version": shown_version(series)}

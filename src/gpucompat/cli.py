@@ -457,7 +457,10 @@ def report(
 
     store = Store(db, readonly=True)
     sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
-    html = render(store.sweep(sweep_id), store.result_rows(sweep_id), _bench_rows(store, sweep_id), store.telemetry(sweep_id))
+    from .bench import present_telemetry
+
+    html = render(store.sweep(sweep_id), store.result_rows(sweep_id), _bench_rows(store, sweep_id),
+                  [present_telemetry(series) for series in store.telemetry(sweep_id)])
     try:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:

@@ -614,8 +614,7 @@ class Store:
         )
         with self._read() as conn:
             rows = conn.execute(query).mappings().all()
-        return [{"cell": r["cell"], "framework": r["framework"], "gpu": r["gpu"],
-                 "version": r["probe_version"] if r["version"] == "installed" and r["probe_version"] else r["version"],
+        return [{"cell": r["cell"], "framework": r["framework"], "gpu": r["gpu"], "version": r["version"], "probe_version": r["probe_version"],
                  "columns": r["telemetry"]["columns"], "samples": r["telemetry"]["samples"]}
                 for r in rows if isinstance(r["telemetry"], dict) and r["telemetry"].get("samples")]
 

@@ -1129,6 +1129,12 @@ class Bench:
     def wants(self, measurement):
         return measurement in self.config["measurements"]
 
+    def matmuls(self, body_for):
+        """A matrix-product figure per data type the configuration asks for; body_for(dtype) makes each."""
+        if self.wants("matmul"):
+            for name in self.config["dtypes"]:
+                self.measure("matmul", name, "TFLOP/s", body_for(name))
+
     def memory_and_launch(self, copy, transfer, launch):
         """The device copy, both pinned transfers and the launch latency, each where the configuration asks for it."""
         if self.wants("copy"):
@@ -1236,9 +1242,7 @@ def bench_torch(torch, bench, import_seconds):
             return [2.0 * size ** 3 / s / 1e12 for s in seconds], {"size": "%dx%dx%d" % (size, size, size), "note": note}
         return body
 
-    if bench.wants("matmul"):
-        for name in bench.config["dtypes"]:
-            bench.measure("matmul", name, "TFLOP/s", matmul(name))
+    bench.matmuls(matmul)
 
     def copy():
         src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device=cuda)
@@ -1397,9 +1401,7 @@ def bench_jax(jax, bench, import_seconds):
             return [2.0 * size ** 3 / s / 1e12 for s in seconds], {"size": "%dx%dx%d" % (size, size, size), "note": note}
         return body
 
-    if bench.wants("matmul"):
-        for name in bench.config["dtypes"]:
-            bench.measure("matmul", name, "TFLOP/s", matmul(name))
+    bench.matmuls(matmul)
 
     def copy():
         x = jax.device_put(jnp.zeros(COPY_BYTES // 4, dtype=jnp.float32), device)
@@ -1508,9 +1510,7 @@ def bench_cupy(cupy, bench):
             return [2.0 * size ** 3 / s / 1e12 for s in seconds], {"size": "%dx%dx%d" % (size, size, size), "note": "cupy.matmul (cuBLAS)"}
         return body
 
-    if bench.wants("matmul"):
-        for name in bench.config["dtypes"]:
-            bench.measure("matmul", name, "TFLOP/s", matmul(name))
+    bench.matmuls(matmul)
 
     def copy():
         src = cupy.empty(COPY_BYTES // 4, dtype="float32")
@@ -1624,9 +1624,7 @@ def bench_cuda_runtime(runtime, bench):
             runtime.cu.cuModuleUnload(module)
         return [s * 1e6 for s in seconds], {"note": "cuLaunchKernel of NVRTC's axpy (%s) on one element, then cuCtxSynchronize" % target}
 
-    if bench.wants("matmul"):
-        for name in bench.config["dtypes"]:
-            bench.measure("matmul", name, "TFLOP/s", _raise(Unsupported("a cuda-runtime stack has no BLAS")))
+    bench.matmuls(lambda name: _raise(Unsupported("a cuda-runtime stack has no BLAS")))
     bench.memory_and_launch(copy, transfer, launch)
 
 

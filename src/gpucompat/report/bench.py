@@ -426,6 +426,18 @@ def _svg(width: float, height: float, title: str, body: list[str], standalone: b
                   f"<title>{title}</title>" + "".join(body) + "</svg>")
 
 
+def _x_axis(x0: float, x1: float, top: float, bottom: float, end: float, step: float, scale: float, caption: str,
+            suffix: str = "") -> list[str]:
+    """A horizontal bar chart's axis: grid lines behind the bars (drawn first), tick labels, and the caption below."""
+    grid = []
+    for t in _ticks(end, step):
+        gx = x0 + t * scale
+        grid.append(f'<line x1="{gx:.1f}" y1="{top}" x2="{gx:.1f}" y2="{bottom}" stroke="#e3e6ec"/>'
+                    f'<text x="{gx:.1f}" y="{bottom + 14}" text-anchor="middle" fill="#5a6272">{_a(_tick_label(t, step))}{suffix}</text>')
+    grid.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{bottom + 30}" text-anchor="middle" fill="#5a6272">{_a(caption)}</text>')
+    return grid
+
+
 def throughput_chart(rows: list[dict], width: int = 760, standalone: bool = False) -> Markup:
     """Matrix-product TFLOP/s per data type as horizontal bars, one group per stack x GPU; the datasheet dense
     peak as a dark tick across the bar where known; the value (and share of peak) printed on each bar.
@@ -481,13 +493,7 @@ def throughput_chart(rows: list[dict], width: int = 760, standalone: bool = Fals
             body.append("</g>")
             y += bar + gap
         y += 8
-    # the axis: grid lines behind the bars (drawn first), ticks and the unit below
-    grid = []
-    for t in _ticks(end, step):
-        gx = x0 + t * scale
-        grid.append(f'<line x1="{gx:.1f}" y1="{top}" x2="{gx:.1f}" y2="{y}" stroke="#e3e6ec"/>'
-                    f'<text x="{gx:.1f}" y="{y + 14}" text-anchor="middle" fill="#5a6272">{_a(_tick_label(t, step))}</text>')
-    grid.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{y + 30}" text-anchor="middle" fill="#5a6272">{_a(unit)}</text>')
+    grid = _x_axis(x0, x1, top, y, end, step, scale, unit)
     return _svg(width, y + 38, f"{TITLES['matmul']} per data type ({unit})", grid + body, standalone)
 
 
@@ -707,12 +713,7 @@ def sharing_chart(rows: list[dict], width: int = 760, standalone: bool = False) 
             body.append(f'<line class="alone" x1="{ax:.1f}" y1="{group_top - 3}" x2="{ax:.1f}" y2="{y - gap + 3}" stroke="#1d2330" '
                         f'stroke-width="1.5" stroke-dasharray="3 2"><title>{_a(tip)}</title></line>')
         y += 8
-    grid = []
-    for t in _ticks(end, step):
-        gx = x0 + t * scale
-        grid.append(f'<line x1="{gx:.1f}" y1="{top}" x2="{gx:.1f}" y2="{y}" stroke="#e3e6ec"/>'
-                    f'<text x="{gx:.1f}" y="{y + 14}" text-anchor="middle" fill="#5a6272">{_a(_tick_label(t, step))} %</text>')
-    grid.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{y + 30}" text-anchor="middle" fill="#5a6272">sum over the processes, % of the figure alone</text>')
+    grid = _x_axis(x0, x1, top, y, end, step, scale, "sum over the processes, % of the figure alone", suffix=" %")
     return _svg(width, y + 38, "Sharing one GPU: N processes at once against one alone", grid + body, standalone)
 
 

@@ -10,11 +10,21 @@ from ..analysis import collapse_runs
 from ..model import PASS, UNTESTED
 
 
+def shown_version(row: dict) -> str:
+    """The stack's version as a person reads it: a `current` env learns it only from its probe."""
+    if row["version"] == "installed":
+        return row.get("probe_version") or "not installed"
+    return row["version"]
+
+
+def shown_python(row: dict) -> str:
+    """The Python as a person reads it: for a `current` env, the one its probe ran in."""
+    return (row.get("probe_python") or "current") if row["python"] == "current" else row["python"]
+
+
 def display_row(row: dict) -> dict:
     """What a person reads about one cell; versions a `current` env only learns from its probe."""
-    version = row["version"]
-    if version == "installed":
-        version = row["probe_version"] or "not installed"
+    version = shown_version(row)
     return {
         "cell": row["cell_id"],
         "sweep": row.get("sweep_id"),
@@ -22,7 +32,7 @@ def display_row(row: dict) -> dict:
         "framework": row["framework"],
         "version": version,
         "variant": row["variant"],
-        "python": (row["probe_python"] or "current") if row["python"] == "current" else row["python"],
+        "python": shown_python(row),
         "env": row["env"],
         "gpu": row["gpu"],
         "cc": row["cc"] or "",
