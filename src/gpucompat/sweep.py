@@ -51,7 +51,7 @@ class RunOptions:
 
 
 def with_options(spec: SweepSpec, options: RunOptions) -> SweepSpec:
-    """The plan as the command line amends it: --executor, --bench."""
+    """The plan as the command line amends it: --executor, --bench, --share."""
     spec = with_executor(spec, options.executor)
     if (options.bench or options.share) and spec.bench is None:
         spec = replace(spec, bench=BenchSpec())
