@@ -190,6 +190,8 @@ def test_the_profiling_window_wraps_only_its_steps_and_keeps_a_bounded_trace(tmp
     torch = pytest.importorskip("torch", reason="the profiler window needs torch (a CPU build is enough here)")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # no GPU here: the steps run on the CPU
+    monkeypatch.setenv("TEARDOWN_CUPTI", "unset below")  # so that the test's end restores its absence
+    monkeypatch.delenv("TEARDOWN_CUPTI")
     model = torch.nn.Linear(64, 64)
     calls = []
 
@@ -204,6 +206,9 @@ def test_the_profiling_window_wraps_only_its_steps_and_keeps_a_bounded_trace(tmp
     assert 0 < window["trace_bytes"] <= probe.PROFILE_TRACE_MAX
     assert window["step_s_before"] > 0 and window["step_s_after"] > 0 and isinstance(window["overhead_outside"], float)
     assert window["top_kernels"] == [] or abs(sum(k["share"] for k in window["top_kernels"]) - 1) < 0.5
+    assert window["cupti_teardown"] == "1"  # CUPTI is let go after the window (pytorch/pytorch#144455)
+    monkeypatch.setenv("TEARDOWN_CUPTI", "0")  # unless the user chose otherwise
+    assert probe.torch_profile_window(torch, step, start=2, count=1)["cupti_teardown"] == "0"
 
 
 def test_the_plan_reads_sharing_scaling_and_profiling():

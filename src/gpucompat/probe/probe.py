@@ -479,6 +479,8 @@ class Jax:
         with Telemetry(bench.nvml, facts):
             bench_jax(jax, bench, self.import_seconds)
             share_figures("jax", bench, bench.config.get("share") or [])
+            if bench.config.get("scale"):
+                jax_scale_figures(jax, bench, bench.config["scale"])
 
     def workload(self, jax, measurement, dtype, size):
         return jax_workload(jax, measurement, dtype, size)
@@ -1306,52 +1308,115 @@ def bench_torch(torch, bench, import_seconds):
 PROFILE_TRACE_MAX = 100 << 20  # a trace larger than this (compressed) is not kept
 
 
+def _window_steps(step, sync, start, count, enter, leave):
+    """Time every step of a run with a profiling window of `count` steps from step `start`, and what
+    the window cost the steps outside it: the steps after it (past the first 10, while the
+    profiler's buffers are flushed) against the steady steps before it."""
+    before, inside, outside = [], [], []
+    for index in range(start + count + max(60, count)):
+        if index == start:
+            enter()
+        began = time.perf_counter()
+        step()
+        sync()
+        elapsed = time.perf_counter() - began
+        if index == start + count - 1:
+            leave()
+        (before if index < start else inside if index < start + count else outside).append(elapsed)
+    steady, settled = before[min(5, len(before) - 1):] if before else [], outside[10:]
+    return {"start": start, "steps": count, "step_s_before": _quartiles(steady)[1] if steady else None,
+            "step_s_inside": _quartiles(inside)[1], "step_s_just_after": _quartiles(outside[:10])[1],
+            "step_s_after": _quartiles(settled)[1],
+            "overhead_outside": (_quartiles(settled)[1] / _quartiles(steady)[1] - 1) if steady else None}
+
+
+def _keep_trace(path):
+    """The gzipped trace stays in the job directory unless it is larger than PROFILE_TRACE_MAX."""
+    size = os.path.getsize(path)
+    if size > PROFILE_TRACE_MAX:
+        os.unlink(path)
+        return None, size
+    return path, size
+
+
+def _top(durations):
+    """The 10 largest of {name: [device µs, calls]}, each with its share of the whole."""
+    total = sum(us for us, _ in durations.values()) or 1
+    top = [{"kernel": name[:300], "device_us": round(us, 1), "calls": calls, "share": us / total}
+           for name, (us, calls) in sorted(durations.items(), key=lambda item: item[1][0], reverse=True)[:10]]
+    return top, round(total, 1)
+
+
 def torch_profile_window(torch, step, start, count):
     """torch.profiler around `count` training steps from step `start`, never the whole run: the top
     kernels with their share of device time, the trace (gzip) in the job directory, and what the
-    window cost the steps outside it (the steps after it against those before it)."""
+    window cost the steps outside it."""
     import gzip
     import shutil
 
     from torch.profiler import ProfilerActivity, profile
 
-    after = max(60, count)
-    before, inside, outside, window = [], [], [], None
-    for index in range(start + count + after):
-        if index == start:
-            window = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-            window.__enter__()
-        began = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        elapsed = time.perf_counter() - began
-        if index == start + count - 1:
-            window.__exit__(None, None, None)
-        (before if index < start else inside if index < start + count else outside).append(elapsed)
+    # Kineto leaves CUPTI attached after the profiler exits unless TEARDOWN_CUPTI=1, and every later
+    # kernel launch pays for it (pytorch/pytorch#144455). The window has no CUDA graphs, which is
+    # why torch keeps CUPTI up by default, so it is torn down here unless the user chose otherwise.
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    window = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    record = _window_steps(step, torch.cuda.synchronize, start, count, window.__enter__, lambda: window.__exit__(None, None, None))
+    record["cupti_teardown"] = os.environ["TEARDOWN_CUPTI"]
 
     def device_us(event):
         return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0) or 0
 
-    kernels = [event for event in window.key_averages() if device_us(event) > 0]
-    total = sum(device_us(event) for event in kernels) or 1
-    top = [{"kernel": event.key[:300], "device_us": round(device_us(event), 1), "calls": event.count, "share": device_us(event) / total}
-           for event in sorted(kernels, key=device_us, reverse=True)[:10]]
-    trace, kept = os.path.abspath("profile-trace.json"), None
+    record["top_kernels"], record["device_us_total"] = _top(
+        {event.key: (device_us(event), event.count) for event in window.key_averages() if device_us(event) > 0})
+    trace = os.path.abspath("profile-trace.json")
     window.export_chrome_trace(trace)
     with open(trace, "rb") as source, gzip.open(trace + ".gz", "wb") as target:
         shutil.copyfileobj(source, target)
     os.unlink(trace)
-    size = os.path.getsize(trace + ".gz")
-    if size <= PROFILE_TRACE_MAX:
-        kept = trace + ".gz"
-    else:
-        os.unlink(trace + ".gz")
-    steady = before[min(5, len(before) - 1):] if before else []
-    settled = outside[10:]  # the profiler's buffers are flushed over the first steps after the window
-    return {"start": start, "steps": count, "top_kernels": top, "device_us_total": round(total, 1), "trace": kept, "trace_bytes": size,
-            "step_s_before": _quartiles(steady)[1] if steady else None, "step_s_inside": _quartiles(inside)[1],
-            "step_s_just_after": _quartiles(outside[:10])[1], "step_s_after": _quartiles(settled)[1],
-            "overhead_outside": (_quartiles(settled)[1] / _quartiles(steady)[1] - 1) if steady else None}
+    record["trace"], record["trace_bytes"] = _keep_trace(trace + ".gz")
+    return record
+
+
+def jax_profile_window(jax, step, sync, start, count):
+    """jax.profiler around `count` training steps from step `start`: its Perfetto trace (gzipped
+    Chrome-trace JSON, kept in the job directory) and the top device kernels read from it."""
+    import shutil
+    import tempfile
+
+    logs = tempfile.mkdtemp(prefix="gpucompat-jax-profile-")
+    try:
+        record = _window_steps(step, sync, start, count, lambda: jax.profiler.start_trace(logs, create_perfetto_trace=True),
+                               jax.profiler.stop_trace)
+        found = [os.path.join(d, f) for d, _, files in os.walk(logs) for f in files if f == "perfetto_trace.json.gz"]
+        if not found:
+            raise RuntimeError("jax.profiler wrote no perfetto_trace.json.gz")
+        record["top_kernels"], record["device_us_total"] = _top(perfetto_device_time(found[0]))
+        trace = os.path.abspath("profile-trace.json.gz")
+        shutil.move(found[0], trace)
+        record["trace"], record["trace_bytes"] = _keep_trace(trace)
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+    return record
+
+
+def perfetto_device_time(path):
+    """{kernel: [device µs, calls]} from a Chrome-trace JSON (gzipped) as jax.profiler writes it:
+    complete events ("ph": "X") in the processes named /device:GPU:N, which hold the streams."""
+    import gzip
+
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)
+    events = events.get("traceEvents", []) if isinstance(events, dict) else events
+    devices = {e.get("pid") for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+               and str((e.get("args") or {}).get("name", "")).startswith("/device:GPU")}
+    durations = {}
+    for event in events:
+        if event.get("ph") == "X" and event.get("pid") in devices and event.get("dur"):
+            entry = durations.setdefault(event.get("name", "?"), [0.0, 0])
+            entry[0] += float(event["dur"])
+            entry[1] += 1
+    return durations
 
 
 def _first_step(first, what):
@@ -1465,6 +1530,8 @@ def bench_jax(jax, bench, import_seconds):
             state["p"] = step(state["p"], x, y)
             jax.block_until_ready(state["p"])
             first["seconds"] = import_seconds + time.perf_counter() - began
+            first["step"] = lambda: state.update(p=step(state["p"], x, y))
+            first["sync"] = lambda: jax.block_until_ready(state["p"])
 
             def steps():
                 for _ in range(CNN_STEPS):
@@ -1473,7 +1540,84 @@ def bench_jax(jax, bench, import_seconds):
             return [CNN_BATCH * CNN_STEPS / s for s in seconds], {"note": CNN_NOTE + ", in plain JAX (lax.conv, jax.grad)"}
 
         bench.measure("train", "fp32", "images/s", train)
+        window = bench.config.get("profile")
+        if window and "step" in first:
+            try:
+                bench.facts["profile"] = jax_profile_window(jax, first["step"], first["sync"], int(window["start"]), int(window["steps"]))
+            except Exception as exc:  # a profiler that cannot run is a fact, not a failure
+                bench.facts["profile"] = {"error": _error(exc)}
+            _checkpoint()
         bench.measure("first_step", "", "s", lambda: _first_step(first, "import jax, build the model, JIT-compile and run one step"), better="lower")
+
+
+def jax_scale_figures(jax, bench, counts):
+    """Data-parallel training of the seed's CNN on 1, 2, 4 ... GPUs of this node the way JAX does it:
+    one process, each step's batch split over a mesh of N devices and the parameters replicated, so
+    that XLA adds the gradient all-reduce (NCCL). Learnable synthetic data (each image is noise plus
+    0.2 x its class's template); figures as scale_figures' (scaling_cnn)."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices, sizes, lr = jax.devices("gpu"), SCALE_RUNS["cnn"], 0.05
+    templates = jax.random.normal(jax.random.PRNGKey(7), (10, 1, 28, 28), dtype=jnp.float32)
+
+    def loss(p, x, y):
+        h = jax.lax.conv_general_dilated(x, p["conv"], (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        logits = jax.nn.relu(jax.nn.relu(h).reshape(x.shape[0], -1) @ p["dense"]) @ p["out"]
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1)), logits
+
+    def images(key, count):
+        y = jax.random.randint(key, (count,), 0, 10)
+        return jax.random.normal(jax.random.fold_in(key, 1), (count, 1, 28, 28)) + 0.2 * templates[y], y
+
+    alone = None
+    for n in sorted(set(counts)):
+        def body():
+            if n > len(devices):
+                raise Unsupported("%d GPUs asked, %d visible" % (n, len(devices)))
+            mesh = Mesh(np.array(devices[:n]), ("data",))
+            split, replicated = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
+            keys = jax.random.split(jax.random.PRNGKey(1), 3)
+            he = lambda key, shape, fan_in: jax.random.normal(key, shape, dtype=jnp.float32) * (2.0 / fan_in) ** 0.5  # noqa: E731
+            params = jax.device_put({"conv": he(keys[0], (32, 1, 3, 3), 9), "dense": he(keys[1], (32 * 26 * 26, 128), 32 * 26 * 26),
+                                     "out": he(keys[2], (128, 10), 128)}, replicated)
+
+            @jax.jit
+            def step(p, x, y):
+                (value, _), grads = jax.value_and_grad(loss, has_aux=True)(p, x, y)
+                return jax.tree_util.tree_map(lambda w, g: w - lr * g, p, grads), value
+
+            global_batch = sizes["batch"] * n
+            steps = sizes["images"] // global_batch
+            pool = [jax.device_put(images(jax.random.PRNGKey(100 + i), global_batch), split) for i in range(16)]
+            params, _ = step(params, *pool[0])  # compiles
+            jax.block_until_ready(params)
+            epoch_seconds, losses = [], []
+            for _ in range(sizes["epochs"]):
+                began, values = time.perf_counter(), []
+                for index in range(steps):
+                    params, value = step(params, *pool[index % len(pool)])
+                    values.append(value)
+                jax.block_until_ready(params)
+                epoch_seconds.append(time.perf_counter() - began)
+                losses.append(float(jnp.mean(jnp.stack(values))))
+            x, y = images(jax.random.PRNGKey(99), 4096)
+            accuracy = float(jnp.mean(jnp.argmax(loss(jax.device_get(params), x, y)[1], axis=1) == y))
+            timed = epoch_seconds[1:] or epoch_seconds
+            rate = steps * global_batch * len(timed) / sum(timed)
+            extra = {"epoch_seconds": epoch_seconds, "final_loss": losses[-1], "accuracy": accuracy, "processes": n,
+                     "note": "one process, jax.jit over a mesh of %d GPU(s): batch split, parameters replicated (XLA all-reduce), "
+                             "cnn model, %d x %d images, batch %d per GPU, 16 learnable synthetic batches in turn"
+                             % (n, sizes["epochs"], steps * global_batch, sizes["batch"])}
+            if alone:
+                extra["speedup"] = rate / alone
+                extra["efficiency"] = extra["speedup"] / n
+            return [rate], extra
+        figure = bench.measure("scaling_cnn", "fp32", "images/s", body)
+        figure["processes"] = n
+        if n == 1 and "value" in figure:
+            alone = figure["value"]
 
 
 def bench_cupy(cupy, bench):
