@@ -3,6 +3,7 @@ datasheet peak of the GPU they ran on for the reports (see the probe's "The benc
 
 from __future__ import annotations
 
+from .discover.local import mig_name
 from .knowledge import tables
 from .report.rows import shown_python, shown_version
 
@@ -69,3 +70,47 @@ def present(row: dict) -> dict:
 def present_telemetry(series: dict) -> dict:
     """A cell's NVML samples (Store.telemetry) with the stack's version as reports show it."""
     return {**series, "version": shown_version(series)}
+
+
+# The figures a MIG instance should reach in proportion to its compute slices (3g.20gb: 3 of 7): the
+# compute-bound ones. Copies, transfers and launch latency are set against the whole GPU with no expected
+# share (memory slices are eighths, not sevenths, and PCIe is not partitioned).
+MIG_COMPUTE = ("matmul", "train", "shared_matmul", "shared_train")
+
+
+def _figure_key(row: dict, gpu: str) -> tuple:
+    return (gpu, row.get("framework"), str(row.get("version")), row.get("variant"), str(row.get("python")),
+            row.get("measurement"), row.get("dtype") or "", row.get("processes") or 1)
+
+
+def mig_comparison(rows: list[dict], reference: list[dict] = ()) -> list[dict]:
+    """Each MIG instance's figure in `rows` (present()'s rows; an instance's GPU is named '<GPU> MIG <profile>')
+    against the whole GPU's figure of the same stack, measurement, data type and process count, found in `rows`
+    or in `reference` (other sweeps; the newest sweep's where several). `relative`: the instance's speed as a
+    share of the whole GPU's (value / whole, or whole / value where lower is better); `expected`: its compute
+    slices over the GPU's, for compute-bound figures; `of_expected`: relative / expected. None where unknown."""
+    whole: dict[tuple, dict] = {}
+    for r in [*reference, *rows]:
+        if mig_name(r.get("gpu")) is None and r.get("value"):
+            key, newer = _figure_key(r, r.get("gpu")), (r.get("sweep") or 0, r.get("cell") or 0)
+            if key not in whole or newer > (whole[key].get("sweep") or 0, whole[key].get("cell") or 0):
+                whole[key] = r
+    out = []
+    for r in rows:
+        sliced = mig_name(r.get("gpu"))
+        if sliced is None or not r.get("value"):
+            continue
+        w = whole.get(_figure_key(r, sliced.parent))
+        relative = None
+        if w:
+            relative = w["value"] / r["value"] if r.get("better") == "lower" else r["value"] / w["value"]
+        expected = sliced.slices / sliced.gpu_slices if r.get("measurement") in MIG_COMPUTE else None
+        out.append({
+            **{k: r.get(k) for k in ("cell", "sweep", "framework", "version", "variant", "python", "measurement", "dtype",
+                                     "processes", "value", "unit", "better")},
+            "gpu": sliced.parent, "instance": r.get("gpu"), "profile": sliced.profile, "slices": sliced.slices,
+            "gpu_slices": sliced.gpu_slices, "whole": w["value"] if w else None, "whole_sweep": w.get("sweep") if w else None,
+            "whole_cell": w.get("cell") if w else None, "relative": relative, "expected": expected,
+            "of_expected": relative / expected if relative is not None and expected else None,
+        })
+    return out

@@ -265,8 +265,17 @@ def _bench_rows(store, sweep_id: int) -> list[dict]:
     return [present(row) for row in store.bench_rows(sweep_id)]
 
 
+def _mig_reference(store, sweep_id: int, rows: list[dict]) -> list[dict]:
+    """Where a sweep has MIG instances' figures: the whole GPUs' figures of the store's other sweeps, to set them against."""
+    from .bench import present
+    from .discover.local import mig_name
+
+    parents = {found.parent for r in rows if (found := mig_name(r["gpu"]))}
+    return [present(r) for r in store.bench_rows(None) if r["sweep"] != sweep_id and r["gpu"] in parents] if parents else []
+
+
 def _print_bench(store, sweep_id: int, fmt: str, wide: bool) -> None:
-    from .report.bench import bench_csv, bench_json, bench_table
+    from .report.bench import bench_csv, bench_json, bench_table, mig_terminal
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--bench prints as table, csv or json, not {fmt!r}.")
@@ -277,6 +286,8 @@ def _print_bench(store, sweep_id: int, fmt: str, wide: bool) -> None:
         sys.stdout.write(bench_csv(rows))
     else:
         out.print(bench_table(rows, wide), crop=False)
+        if mig := mig_terminal(rows, _mig_reference(store, sweep_id, rows), wide):
+            out.print(mig, crop=False)
 
 
 @app.command()
@@ -459,8 +470,9 @@ def report(
     sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
     from .bench import present_telemetry
 
-    html = render(store.sweep(sweep_id), store.result_rows(sweep_id), _bench_rows(store, sweep_id),
-                  [present_telemetry(series) for series in store.telemetry(sweep_id)])
+    rows = _bench_rows(store, sweep_id)
+    html = render(store.sweep(sweep_id), store.result_rows(sweep_id), rows,
+                  [present_telemetry(series) for series in store.telemetry(sweep_id)], _mig_reference(store, sweep_id, rows))
     try:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:
@@ -483,6 +495,11 @@ def discover(
     if source not in EXECUTORS:
         raise UserError(f"unknown source {source!r}; expected one of: {', '.join(EXECUTORS)}.")
     classes = [t for t in discover_classes(source) if t.count or source != "local"]
+    if source == "local":  # a GPU in MIG mode is no class of its own: say why it is missing
+        from .discover.local import local_gpus, mig_notes
+
+        for note in mig_notes(local_gpus()):
+            err.print(escape(note))
     if json_out:
         _print_json([asdict(t) for t in classes])
         return

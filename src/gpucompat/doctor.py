@@ -177,7 +177,7 @@ def doctor() -> dict:
                            "loaded_libraries": fw_facts.get("loaded_libraries", [])})
     verdicts = []
     for fw in frameworks:
-        for gpu in local.gpu_classes(seen["gpus"]):
+        for gpu in local.gpu_classes(local.visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))):  # MIG instances too
             if fw["import_error"]:
                 verdicts.append({"framework": fw["framework"], "gpu": gpu.name, "cc": gpu.cc, "verdict": "fail", "code": "IMPORT_FAILED",
                                  "stage": "import", "reason": fw["import_error"], "warnings": [], "fix": None})

@@ -98,11 +98,13 @@ class BenchSpec:
     repetitions: int = 10
     share: tuple[int, ...] = ()  # process counts sharing one GPU, e.g. (1, 2, 4); () = no sharing measurement
     scale: tuple[int, ...] = ()  # GPU counts for data-parallel training (torch), e.g. (1, 2, 4); () = none
+    nodes: tuple[int, ...] = ()  # Slurm node counts for that training, max(scale) GPUs on each, e.g. (1, 2); () = one node
     profile: tuple[int, int] | None = None  # (start, steps): torch.profiler around that window of training steps
 
     def probe_config(self) -> dict:
         return {"measurements": list(self.measurements), "dtypes": list(self.dtypes), "size": self.size, "repetitions": self.repetitions,
                 **({"share": list(self.share)} if self.share else {}), **({"scale": list(self.scale)} if self.scale else {}),
+                **({"nodes": list(self.nodes)} if self.nodes else {}),
                 **({"profile": {"start": self.profile[0], "steps": self.profile[1]}} if self.profile else {})}
 
 
@@ -133,7 +135,15 @@ class Target:
     features: tuple[str, ...] = ()  # Slurm node features to require (--constraint)
     selector: tuple[str, ...] = ()  # Kubernetes node labels "key=value" that select it
     nodes: tuple[str, ...] = ()  # the nodes that have it, where discovery knows
-    mig: bool | None = None  # MIG mode, where discovery knows
+    mig: bool | None = None  # MIG mode, where discovery knows (True for a MIG instance)
+    # A MIG instance (local discovery: each is its own target, `devices` its MIG-... UUID, `name` NVML's,
+    # "NVIDIA A100-SXM4-40GB MIG 3g.20gb"): its profile, its compute slices, its GPU instance's and the
+    # whole GPU's (3 of 7), and the whole GPU's UUID.
+    mig_profile: str | None = None
+    mig_slices: int | None = None
+    mig_gi_slices: int | None = None
+    mig_gpu_slices: int | None = None
+    parent: str | None = None
 
     @property
     def key(self) -> str:

@@ -1,7 +1,9 @@
 """The GPUs of this machine, through NVML (nvidia-ml-py), falling back to nvidia-smi.
 
 Devices are grouped into classes (same name, compute capability, driver and memory);
-CUDA_VISIBLE_DEVICES, where set, limits what is visible, as it does for CUDA.
+CUDA_VISIBLE_DEVICES, where set, limits what is visible, as it does for CUDA. A GPU in MIG
+mode is no target itself (CUDA cannot use the whole GPU then): each of its MIG instances is
+one, pinned by its MIG-... UUID.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import Target
 
@@ -26,6 +28,50 @@ class Gpu:
     cuda_driver: str | None
     mig_mode: bool | None = None  # None: the GPU has no MIG
     mig_devices: tuple[str, ...] = ()  # MIG-... UUIDs of its instances
+    mig: tuple[MigDevice, ...] = ()  # those instances, as far as the source describes them
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG instance (a compute instance in its GPU instance), what CUDA sees as one device."""
+
+    uuid: str  # MIG-...: what CUDA_VISIBLE_DEVICES takes
+    name: str  # as NVML and CUDA name it: "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
+    memory_mib: int | None = None
+    gpu_instance: int | None = None  # GI and CI ids, as nvidia-smi shows them
+    compute_instance: int | None = None
+    gi_slices: int | None = None  # NVML's gpuInstanceSliceCount
+    slices: int | None = None  # NVML's computeInstanceSliceCount: the compute slices this device runs on
+    sms: int | None = None  # NVML's multiprocessorCount
+
+
+# NVML and CUDA name a MIG device "<GPU name> MIG <profile>", the profile "[<c>c.]<g>g.<memory>gb"
+# with <g> the GPU instance's compute slices and <c> the compute instance's, when it has fewer
+# (MIG user guide, "MIG Device Names": 3g.20gb, 1c.3g.20gb; https://docs.nvidia.com/datacenter/tesla/mig-user-guide/mig-device-names.html).
+MIG_NAME = re.compile(r"^(?P<parent>.+?) MIG (?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.\d+gb\S*)$")
+# A whole GPU's compute slices in MIG mode: 7 on A100, H100, H200, B200; 4 where the full profile is 4g
+# (MIG user guide, "Supported MIG Profiles": A30 4g.24gb, RTX PRO 6000 4g.96gb, RTX PRO 5000 4g.48gb).
+FOUR_SLICES = re.compile(r"\bA30\b|RTX PRO [56]000")
+
+
+@dataclass(frozen=True)
+class MigName:
+    parent: str  # the whole GPU's name
+    profile: str  # "3g.20gb", "1c.3g.40gb"
+    slices: int  # compute slices of the device
+    gi_slices: int  # compute slices of its GPU instance
+    gpu_slices: int  # compute slices of the whole GPU
+
+
+def mig_name(name: str | None) -> MigName | None:
+    """What a MIG device's name says (None for a whole GPU's): 'NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb' ->
+    parent 'NVIDIA H100 80GB HBM3', profile '1c.3g.40gb', 1 compute slice of a 3-slice GPU instance, of 7."""
+    found = MIG_NAME.match(name or "")
+    if not found:
+        return None
+    gi = int(found["g"])
+    return MigName(found["parent"], found["profile"], int(found["c"] or gi), gi,
+                   4 if FOUR_SLICES.search(found["parent"]) else 7)
 
 
 def _nvml_gpus() -> list[Gpu] | None:
@@ -45,11 +91,11 @@ def _nvml_gpus() -> list[Gpu] | None:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            mig_mode, mig_devices = _nvml_mig(pynvml, handle)
+            mig_mode, mig = _nvml_mig(pynvml, handle)
             gpus.append(Gpu(
                 index=index, uuid=pynvml.nvmlDeviceGetUUID(handle), name=pynvml.nvmlDeviceGetName(handle),
                 cc=f"{major}.{minor}", memory_mib=pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
-                driver=driver, cuda_driver=cuda_driver, mig_mode=mig_mode, mig_devices=mig_devices,
+                driver=driver, cuda_driver=cuda_driver, mig_mode=mig_mode, mig_devices=tuple(m.uuid for m in mig), mig=mig,
             ))
         return gpus
     except pynvml.NVMLError:
@@ -61,20 +107,36 @@ def _nvml_gpus() -> list[Gpu] | None:
             pass
 
 
-def _nvml_mig(pynvml, handle) -> tuple[bool | None, tuple[str, ...]]:
+def _nvml_mig(pynvml, handle) -> tuple[bool | None, tuple[MigDevice, ...]]:
     try:
         current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
     except pynvml.NVMLError:  # not supported: no MIG on this GPU
         return None, ()
     if not current:
         return False, ()
-    uuids = []
-    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+
+    def ask(call, *args):  # one detail NVML will not give costs only that detail
         try:
-            uuids.append(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
+            return getattr(pynvml, call)(*args)
+        except pynvml.NVMLError:
+            return None
+
+    devices = []
+    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:  # the slots are sparse: a partitioning leaves some empty
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            uuid, name = pynvml.nvmlDeviceGetUUID(mig), pynvml.nvmlDeviceGetName(mig)
         except pynvml.NVMLError:
             continue
-    return True, tuple(uuids)
+        memory, attributes = ask("nvmlDeviceGetMemoryInfo", mig), ask("nvmlDeviceGetAttributes", mig)
+        devices.append(MigDevice(
+            uuid=uuid, name=name, memory_mib=memory.total // (1024 * 1024) if memory else None,
+            gpu_instance=ask("nvmlDeviceGetGpuInstanceId", mig), compute_instance=ask("nvmlDeviceGetComputeInstanceId", mig),
+            # nvmlDeviceAttributes_t (nvml.h; c_nvmlDeviceAttributes in nvidia-ml-py's pynvml.py)
+            gi_slices=getattr(attributes, "gpuInstanceSliceCount", None), slices=getattr(attributes, "computeInstanceSliceCount", None),
+            sms=getattr(attributes, "multiprocessorCount", None),
+        ))
+    return True, tuple(devices)
 
 
 def driver_from_proc(text: str) -> str | None:
@@ -98,17 +160,50 @@ def parse_nvidia_smi(text: str) -> list[Gpu]:
     return gpus
 
 
+# `nvidia-smi -L`: each GPU, then its MIG devices (MIG user guide, "Getting Started with MIG" and
+# "MIG Device Names"; UUIDs "MIG-GPU-<uuid>/<gi>/<ci>" before driver R470):
+#   GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-c08d91cb-e324-655c-71ba-7570956445bc)
+#     MIG 1c.3g.40gb  Device  0: (UUID: MIG-c788539f-c1ea-5a36-8b4d-9b07d024b1bb)
+SMI_GPU = re.compile(r"^GPU \d+: (?P<name>.+?) \(UUID: (?P<uuid>GPU-[^)]+)\)")
+SMI_MIG = re.compile(r"^\s*MIG (?P<profile>\S+)\s+Device\s+\d+: \(UUID: (?P<uuid>MIG-[^)]+)\)")
+
+
+def parse_nvidia_smi_list(text: str) -> dict[str, tuple[MigDevice, ...]]:
+    """GPU UUID -> its MIG devices, from `nvidia-smi -L`; named as NVML names them, sliced as their profile says."""
+    found: dict[str, list[MigDevice]] = {}
+    parent = None
+    for line in text.splitlines():
+        if gpu := SMI_GPU.match(line.strip()):
+            parent = gpu
+            found[gpu["uuid"]] = []
+        elif (mig := SMI_MIG.match(line)) and parent:
+            name = f"{parent['name']} MIG {mig['profile']}"
+            sliced = mig_name(name)
+            found[parent["uuid"]].append(MigDevice(mig["uuid"], name, gi_slices=getattr(sliced, "gi_slices", None),
+                                                   slices=getattr(sliced, "slices", None)))
+    return {uuid: tuple(devices) for uuid, devices in found.items()}
+
+
+def with_mig(gpus: list[Gpu], listed: dict[str, tuple[MigDevice, ...]]) -> list[Gpu]:
+    """The GPUs with the MIG devices `nvidia-smi -L` lists under them: MIG on where it lists any (a GPU in
+    MIG mode with no instance yet looks like one without MIG here)."""
+    return [replace(g, mig_mode=True, mig_devices=tuple(m.uuid for m in listed[g.uuid]), mig=listed[g.uuid])
+            if listed.get(g.uuid) else g for g in gpus]
+
+
+def _smi(*args: str) -> str:
+    try:
+        proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout if proc.returncode == 0 else ""
+
+
 def _smi_gpus() -> list[Gpu]:
     if not shutil.which("nvidia-smi"):
         return []
-    try:
-        proc = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,name,compute_cap,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return parse_nvidia_smi(proc.stdout) if proc.returncode == 0 else []
+    gpus = parse_nvidia_smi(_smi("--query-gpu=index,uuid,name,compute_cap,memory.total,driver_version", "--format=csv,noheader,nounits"))
+    return with_mig(gpus, parse_nvidia_smi_list(_smi("-L"))) if gpus else []
 
 
 def read_visible_devices(gpus: list[Gpu], value: str | None) -> dict:
@@ -145,7 +240,14 @@ def read_visible_devices(gpus: list[Gpu], value: str | None) -> dict:
 
 
 def visible(gpus: list[Gpu], cuda_visible_devices: str | None) -> list[Gpu]:
-    return read_visible_devices(gpus, cuda_visible_devices)["gpus"]
+    """The visible GPUs; a MIG instance made visible by its UUID brings its GPU with only the instances named."""
+    seen = read_visible_devices(gpus, cuda_visible_devices)
+    chosen = list(seen["gpus"])
+    for gpu in gpus:
+        named = tuple(m for m in instances(gpu) if any(m.uuid.startswith(entry) for entry in seen["mig"]))
+        if named and gpu not in chosen:
+            chosen.append(replace(gpu, mig_devices=tuple(m.uuid for m in named), mig=named))
+    return chosen
 
 
 def all_gpus() -> tuple[list[Gpu], str]:
@@ -161,15 +263,50 @@ def local_gpus() -> list[Gpu]:
     return visible(all_gpus()[0], os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
+def instances(gpu: Gpu) -> tuple[MigDevice, ...]:
+    """A GPU's MIG devices; those known by UUID alone with their GPU's name."""
+    return gpu.mig or tuple(MigDevice(uuid, f"{gpu.name} MIG") for uuid in gpu.mig_devices)
+
+
+def mig_targets(gpu: Gpu) -> list[Target]:
+    """A GPU in MIG mode: one target per MIG instance, pinned by its MIG UUID, with its GPU's compute
+    capability and driver, its own memory and slices (NVML's, else its profile's), and its GPU's UUID."""
+    targets = []
+    for mig in instances(gpu):
+        sliced = mig_name(mig.name)
+        targets.append(Target(
+            name=mig.name, cc=gpu.cc, driver=gpu.driver, cuda_driver=gpu.cuda_driver, memory_mib=mig.memory_mib, count=1,
+            devices=(mig.uuid,), mig=True, mig_profile=getattr(sliced, "profile", None),
+            mig_slices=mig.slices or getattr(sliced, "slices", None), mig_gi_slices=mig.gi_slices or getattr(sliced, "gi_slices", None),
+            mig_gpu_slices=getattr(sliced, "gpu_slices", None), parent=gpu.uuid))
+    return targets
+
+
 def gpu_classes(gpus: list[Gpu]) -> list[Target]:
     classes: dict[tuple, list[Gpu]] = {}
+    instances = []
     for gpu in gpus:
-        classes.setdefault((gpu.name, gpu.cc, gpu.driver, gpu.memory_mib, gpu.cuda_driver), []).append(gpu)
+        if gpu.mig_mode:  # CUDA cannot use the whole GPU while MIG is on: only its instances are targets
+            instances += mig_targets(gpu)
+        else:
+            classes.setdefault((gpu.name, gpu.cc, gpu.driver, gpu.memory_mib, gpu.cuda_driver), []).append(gpu)
     return [
         Target(name=name, cc=cc, driver=driver, cuda_driver=cuda_driver, memory_mib=memory,
                count=len(members), devices=tuple(g.uuid or str(g.index) for g in members))
         for (name, cc, driver, memory, cuda_driver), members in classes.items()
-    ]
+    ] + instances
+
+
+def mig_notes(gpus: list[Gpu]) -> list[str]:
+    """Why a GPU in MIG mode is no target of its own, one line per such GPU."""
+    notes = []
+    for gpu in gpus:
+        if gpu.mig_mode:
+            count = len(instances(gpu))
+            notes.append(f"GPU {gpu.index} ({gpu.name}, {gpu.uuid}) has MIG on: CUDA cannot use the whole GPU, so it is no target; "
+                         + (f"its {count} MIG instance(s) are, each its own" if count else
+                            "it has no MIG instance yet (nvidia-smi mig -cgi <profiles> -C creates them), so nothing on it can run"))
+    return notes
 
 
 NO_GPU = Target(name="no GPU visible", count=0)

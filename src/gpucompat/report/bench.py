@@ -856,6 +856,53 @@ def scaling_table(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _percent(value) -> str:
+    return f"{value * 100:.0f} %" if isinstance(value, (int, float)) else ""
+
+
+def mig_table(rows: list[dict], reference: list[dict] = ()) -> list[dict]:
+    """Each MIG instance's figure against the whole GPU's (bench.mig_comparison), as display text for the HTML
+    report's table and the terminal's: the instance's speed as a share of the whole GPU's, the share its compute
+    slices promise (compute-bound figures only) and the one against the other. The template escapes it."""
+    from ..bench import mig_comparison
+
+    out = []
+    for c in sorted(mig_comparison(rows, reference), key=lambda c: (str(c["gpu"]), sort_key(c), str(c["instance"]))):
+        unit = c.get("unit") or ""
+        n = _processes(c)
+        out.append({"stack": stack_label(c), "python": str(c.get("python") or ""), "gpu": str(c["gpu"]),
+                    "instance": f"{c['profile']}, {c['slices']} of {c['gpu_slices']} slices", "cell": c.get("cell"),
+                    "measurement": LABELS.get(c["measurement"], str(c["measurement"])) + (f" ×{n}" if n > 1 else ""),
+                    "dtype": str(c.get("dtype") or ""),
+                    "value": f"{number(c['value'])} {unit}".strip(),
+                    "whole": f"{number(c['whole'])} {unit}".strip() if c["whole"] is not None else "no figure of the whole GPU",
+                    "whole_from": f"sweep {c['whole_sweep']}, cell {c['whole_cell']}" if c["whole"] is not None else "",
+                    "relative": _percent(c["relative"]), "expected": _percent(c["expected"]), "of_expected": _percent(c["of_expected"])})
+    return out
+
+
+def mig_terminal(rows: list[dict], reference: list[dict] = (), wide: bool = False):
+    """`results --bench`: the MIG table below the figures; None without MIG figures."""
+    shown = mig_table(rows, reference)
+    if not shown:
+        return None
+    columns = [Col("stack", "Stack", [_t(s["stack"]) for s in shown], "words", 14),
+               Col("python", "Python", [_t(s["python"]) for s in shown]),
+               Col("gpu", "GPU", [_t(s["gpu"]) for s in shown], "words", 12),
+               Col("instance", "MIG instance", [_t(s["instance"]) for s in shown], "words", 10),
+               Col("measurement", "Measurement", [_t(s["measurement"]) for s in shown], "words"),
+               Col("dtype", "Type", [_t(s["dtype"]) for s in shown]),
+               Col("value", "Instance", [_t(s["value"], justify="right") for s in shown], "words", 13),
+               Col("whole", "Whole GPU", [_t(s["whole"], justify="right") for s in shown], "words", 13),
+               Col("relative", "Share", [_t(s["relative"], justify="right") for s in shown]),
+               Col("expected", "Slices", [_t(s["expected"], justify="right") for s in shown]),
+               Col("of_expected", "Of slices", [_t(s["of_expected"], justify="right") for s in shown])]
+    steps = [Step("python", into="stack", header="Stack (Python)"), Step("dtype", into="measurement"),
+             Step("instance", into="gpu", header="GPU (MIG instance)"), Step("expected", into="relative", header="Share (slices)")]
+    return FitTable("MIG instances against the whole GPU (Share: the instance's speed over the whole GPU's; "
+                    "Slices: its compute slices' share; Of slices: the one over the other)", columns, steps, wide)
+
+
 TELEMETRY_PANELS = [("util_pct", "GPU utilisation", "%"), ("power_w", "Power", "W"), ("sm_mhz", "SM clock", "MHz"),
                     ("temp_c", "Temperature", "°C"), ("memory_used_mib", "Memory used", "MiB")]
 

@@ -32,10 +32,11 @@ def _row(raw: dict) -> dict:
     return row
 
 
-def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None) -> dict | None:
+def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, mig_reference: list[dict] = ()) -> dict | None:
     """The Benchmarks section: the charts (inline SVG, escaped by bench.py) and every figure of a workload
     alone on one GPU; the figures of N processes sharing one GPU and of training over N GPUs in their own
-    sub-sections (never mixed into the plain chart and table), and NVML's telemetry per cell."""
+    sub-sections (never mixed into the plain chart and table), each MIG instance's figures against the whole
+    GPU's (from this sweep or `mig_reference`, other sweeps' figures), and NVML's telemetry per cell."""
     if not bench_rows and not telemetry:
         return None
     from . import bench
@@ -56,14 +57,16 @@ def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None) -
             "throughput": bench.throughput_chart(plain),
             "trend": bench.trend_chart(plain, "matmul", dtype) if dtype and bench.trend_versions(plain, "matmul", dtype) > 1 else "",
             "trend_dtype": dtype, "summary": bench.bench_summary(plain),
-            "sharing": bench.sharing_chart(shared), "shared_count": len(shared),
+            "sharing": bench.sharing_chart(shared), "shared_count": len(shared), "mig": bench.mig_table(rows, mig_reference),
             "scaling": bench.scaling_chart(scaling), "scaling_table": bench.scaling_table(scaling),
             "telemetry": series}
 
 
-def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = None, telemetry: list[dict] | None = None) -> str:
+def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = None, telemetry: list[dict] | None = None,
+           mig_reference: list[dict] = ()) -> str:
     """The report of one sweep; `bench_rows` (store.bench_rows, as bench.present shows them) adds its benchmark
-    figures, `telemetry` (store.telemetry) NVML's samples of each cell while its bench ran."""
+    figures, `telemetry` (store.telemetry) NVML's samples of each cell while its bench ran, `mig_reference`
+    other sweeps' figures of whole GPUs that this sweep's MIG instances are set against."""
     rows = [_row(r) for r in raw_rows]
     done = [r for r in rows if r["code"] != "PENDING"]
     valid = [r for r in done if r["code"] == PASS]
@@ -87,4 +90,4 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
               "surprises": sum(r["surprise"] for r in rows), "predicted": sum(1 for r in done if r["observed"] is False)}
     return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices,
                            surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
-                           untested=untested, bench=_bench(bench_rows, telemetry))
+                           untested=untested, bench=_bench(bench_rows, telemetry, mig_reference))
