@@ -200,11 +200,12 @@ def test_the_profiling_window_wraps_only_its_steps_and_keeps_a_bounded_trace(tmp
         model(torch.rand(32, 64)).sum().backward()
 
     window = probe.torch_profile_window(torch, step, start=10, count=3)
-    assert len(calls) == 10 + 3 + 60  # the window's steps and the steps around it, never more
+    assert len(calls) == 2 * (10 + 3 + 200)  # a control run, then the window's steps and the steps around it, never more
     assert (window["start"], window["steps"]) == (10, 3)
     assert window["trace"] and Path(window["trace"]).name == "profile-trace.json.gz" and Path(window["trace"]).exists()
     assert 0 < window["trace_bytes"] <= probe.PROFILE_TRACE_MAX
-    assert window["step_s_before"] > 0 and window["step_s_after"] > 0 and isinstance(window["overhead_outside"], float)
+    assert window["step_s_before"] > 0 and window["step_s_after"] > 0 and window["step_s_control"] > 0
+    assert window["overhead_outside"] == pytest.approx(window["step_s_after"] / window["step_s_control"] - 1)
     assert window["top_kernels"] == [] or abs(sum(k["share"] for k in window["top_kernels"]) - 1) < 0.5
     assert window["cupti_teardown"] == "1"  # CUPTI is let go after the window (pytorch/pytorch#144455)
     monkeypatch.setenv("TEARDOWN_CUPTI", "0")  # unless the user chose otherwise

@@ -180,3 +180,45 @@ def test_slurm_without_master_addr_says_what_to_export(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "ddp_worker: error: under Slurm without torchrun, export MASTER_ADDR (e.g. MASTER_ADDR=$(scontrol show "
         "hostnames \"$SLURM_JOB_NODELIST\" | head -n 1), MASTER_PORT=29500)"], proc.stderr
+
+
+def _worker_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ddp_worker", WORKER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the standard library only at import: no torch needed
+    return module
+
+
+SRUN_TASK = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4",
+             "SLURM_JOB_ID": "123", "SLURMD_NODENAME": "gpu08"}
+
+
+def test_srun_tasks_take_rank_world_and_local_rank_from_slurm():
+    worker = _worker_module()
+    environ = dict(SRUN_TASK, MASTER_ADDR="gpu07", MASTER_PORT="29500")
+    assert worker.rendezvous_env(environ) == "slurm"
+    assert (environ["RANK"], environ["WORLD_SIZE"], environ["LOCAL_RANK"], environ["LOCAL_WORLD_SIZE"]) == ("5", "8", "1", "4")
+    assert (environ["MASTER_ADDR"], environ["MASTER_PORT"]) == ("gpu07", "29500")
+    environ = dict(SRUN_TASK, MASTER_ADDR="gpu07")
+    del environ["SLURM_LOCALID"]
+    worker.rendezvous_env(environ)
+    assert environ["LOCAL_RANK"] == "0" and environ["MASTER_PORT"] == str(20000 + 123)  # the job's own port when none is given
+
+
+def test_torchrun_variables_win_over_slurm_ones():
+    worker = _worker_module()
+    environ = dict(SRUN_TASK, RANK="2", WORLD_SIZE="4", LOCAL_RANK="2", TORCHELASTIC_RUN_ID="x", MASTER_ADDR="a", MASTER_PORT="1")
+    assert worker.rendezvous_env(environ) == "torchrun"
+    assert (environ["RANK"], environ["WORLD_SIZE"], environ["LOCAL_RANK"]) == ("2", "4", "2")
+
+
+def test_slurm_without_a_master_address_or_with_half_of_torchrun_is_refused():
+    worker = _worker_module()
+    with pytest.raises(worker.UsageError, match="under Slurm without torchrun, export MASTER_ADDR"):
+        worker.rendezvous_env(dict(SRUN_TASK))
+    with pytest.raises(worker.UsageError, match="RANK and WORLD_SIZE must be set together"):
+        worker.rendezvous_env({"RANK": "0"})
+    environ = {}
+    assert worker.rendezvous_env(environ) == "single" and (environ["RANK"], environ["WORLD_SIZE"]) == ("0", "1")

@@ -3,6 +3,7 @@ fake GPU types; sweeps go through sbatch job arrays, squeue, scontrol and scance
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -151,3 +152,65 @@ env = "current"
     assert "gpucompat-" not in left, f"jobs left in the queue: {left}"
     sweeps = json.loads(run_cli("results", "--list", "--json", check=0).stdout)
     assert sweeps[-1]["status"] == "interrupted"
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """A second cluster of two nodes, node1 and node2: two slurmd on this machine (start-cluster.sh DIR 2)."""
+    if MISSING:
+        pytest.skip(f"Slurm is not installed here ({', '.join(MISSING)} missing; .ci/run installs Debian's slurmctld, slurmd and munge)")
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster runs slurmd as root")
+    directory = tmp_path_factory.mktemp("slurm2")
+    ports = set()
+    while len(ports) < 3:
+        ports.add(free_port())
+    controller, *nodes = sorted(ports)
+    proc = subprocess.run([str(HERE / "start-cluster.sh"), str(directory), "2"], capture_output=True, text=True,
+                          env={**os.environ, "SLURMCTLD_PORT": str(controller), "SLURMD_PORTS": " ".join(map(str, nodes))}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    yield {"SLURM_CONF": proc.stdout.strip().splitlines()[-1]}
+    subprocess.run([str(HERE / "stop-cluster.sh"), str(directory)], timeout=60)
+
+
+# Inside the job, the probe's scaling runs with the CNN made small: 1 process through torchrun on this
+# node, then 2 through srun, one on each node (scale = [1], nodes = [1, 2]). No GPU: the worker takes
+# Gloo on CPU; the stand-in torch only says how many GPUs the job sees.
+ACROSS = """import json, probe
+probe.SCALE_RUNS = {"cnn": {"epochs": 2, "images": 1024, "batch": 32}}
+class torch:
+    class cuda:
+        device_count = staticmethod(lambda: 1)
+facts = {}
+probe.scale_figures(torch, probe.Bench(facts, {"scale": [1], "nodes": [1, 2]}), [1])
+json.dump(facts["figures"], open("figures.json", "w"))
+"""
+
+
+def test_two_nodes_train_through_srun(two_nodes, tmp_path):
+    from conftest import have_torch
+    from gpucompat.executors.slurm import request_args
+    from gpucompat.model import BenchSpec, Target
+
+    if not have_torch():
+        pytest.skip("torch is not importable here: the worker needs it (a CPU build will do)")
+    probe_dir = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe"
+    for name in ("probe.py", "ddp_worker.py"):  # the job directory, as the executor fills it
+        shutil.copyfile(probe_dir / name, tmp_path / name)
+    # the request a torch cell with [bench] scale = [1], nodes = [1, 2] makes
+    directives = request_args(Target("NVIDIA A100", gres="a100"), BenchSpec(scale=(1,), nodes=(1, 2)))
+    assert directives == ["--gres=gpu:a100:1", "--nodes=2", "--ntasks-per-node=1"]
+    (tmp_path / "job.sh").write_text("#!/bin/bash\n" + "".join(f"#SBATCH {d}\n" for d in directives) + "#SBATCH --output=job.out\n"
+                                     + f"exec {shlex.quote(sys.executable)} -c {shlex.quote(ACROSS)}\n")
+    env = {**os.environ, **two_nodes, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(["sbatch", "--wait", "job.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    output = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}\njob.out:\n{output}"
+    one, two = json.loads((tmp_path / "figures.json").read_text())
+    assert "value" in one and one["processes"] == 1 and "nodes" not in one, one
+    assert "value" in two, two  # else its error or unsupported says why
+    assert (two["processes"], two["nodes"], two["hosts"], two["backend"]) == (2, 2, ["node1", "node2"], "gloo")  # a rank on each node
+    assert two["epoch_loss"][-1] < two["epoch_loss"][0], two["epoch_loss"]
+    assert two["speedup"] == pytest.approx(two["value"] / one["value"]) and two["efficiency"] == pytest.approx(two["speedup"] / 2)
+    assert two["note"].startswith("srun --nodes 2 --ntasks-per-node 1, DistributedDataParallel, cnn model")
+    assert not list(tmp_path.glob("gpucompat-scale-*"))  # the result file rank 0 wrote is gone

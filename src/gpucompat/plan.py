@@ -28,7 +28,7 @@ TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
     "max_parallel_installs", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
 }
-BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "profile"}
+BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "nodes", "profile"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "bench", "cell", "pending"}
@@ -336,6 +336,7 @@ def _spec(data: dict) -> SweepSpec:
                 raise UserError(f"[{section}] is given but the executor is {executor!r}.")
             options[section] = _executor_options(section, data[section])
     bench, bench_timeout = parse_bench(data.get("bench", False))
+    check_nodes(bench, executor)
     if bench_timeout is not None:
         if "bench" in durations:
             raise UserError("the bench timeout is given twice, in [timeouts] and in [bench]; keep one.")
@@ -367,12 +368,14 @@ def parse_bench(value: object) -> tuple[BenchSpec | None, int | None]:
             if not isinstance(number, int) or isinstance(number, bool) or not low <= number <= high:
                 raise UserError(f"[bench] {key} must be a whole number from {low} to {high}.")
             chosen[key] = number
-    for key, what in (("share", "process counts"), ("scale", "GPU counts")):
+    for key, what in (("share", "process counts"), ("scale", "GPU counts"), ("nodes", "node counts")):
         if key in value:
             counts = value[key]
             if not isinstance(counts, list) or not counts or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 16 for n in counts):
                 raise UserError(f"[bench] {key} must be a list of {what} from 1 to 16, e.g. [1, 2, 4].")
             chosen[key] = tuple(sorted(set(counts)))
+    if "nodes" in chosen and "scale" not in chosen:
+        raise UserError("[bench] nodes needs scale, the GPUs per node: e.g. scale = [1, 2, 4] with nodes = [1, 2].")
     if "profile" in value:
         window = value["profile"]
         if not isinstance(window, dict) or set(window) != {"start", "steps"} or not all(
@@ -382,6 +385,13 @@ def parse_bench(value: object) -> tuple[BenchSpec | None, int | None]:
         chosen["profile"] = (window["start"], window["steps"])
     timeout = parse_duration(value["timeout"], "[bench] timeout") if "timeout" in value else None
     return BenchSpec(**chosen), timeout
+
+
+def check_nodes(bench: BenchSpec | None, executor: str) -> None:
+    """Training across nodes is launched with srun inside a Slurm allocation: no other executor has one."""
+    if bench is not None and max(bench.nodes, default=1) > 1 and executor != "slurm":
+        raise UserError(f"[bench] nodes = {list(bench.nodes)} trains across Slurm nodes through srun, which only "
+                        f"executor = \"slurm\" provides; the executor is {executor!r}, so keep nodes = [1] or leave it out.")
 
 
 def check_path(path: Path | str, what: str) -> Path:

@@ -19,7 +19,7 @@ from .executors.base import DONE, Executor
 from .knowledge import rules
 from .knowledge.predict import predict
 from .model import BenchSpec, Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
-from .plan import parse_plan
+from .plan import check_nodes, parse_plan
 from .resolve import check_indexes, resolve_all
 from .store import Store
 
@@ -71,6 +71,7 @@ def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:
     targets = "discover" if spec.targets == "local" and executor != "local" else spec.targets
     if executor != "slurm" and not isinstance(targets, str) and any(t.gres or t.features for t in targets):
         raise UserError(f"the plan's targets select Slurm nodes by gres or features; --executor {executor} cannot honour them.")
+    check_nodes(spec.bench, executor)
     return replace(spec, executor=executor, targets=targets)
 
 

@@ -2,9 +2,14 @@
 # A one-node Slurm cluster for the tests, from Debian's slurmctld, slurmd and munge:
 # everything under DIR, its own munge socket and ports, two fake GPU types backed by
 # plain files (gres.conf File=), no accounting daemon. Prints the SLURM_CONF path.
-#   tests/slurm/start-cluster.sh DIR
+#   tests/slurm/start-cluster.sh DIR [NODES]
+# NODES > 1: that many slurmd on this one machine, node1, node2 ..., each started with -N under its
+# own name, with its own Port= (SLURMD_PORTS, one per node, else SLURMD_PORT + i - 1), spool
+# directory, pid and log file (%n), and its own two fake GPUs. Debian's slurmd is not built with
+# --enable-multiple-slurmd, but -N, per-node ports and %n work without it (slurm 22.05.8, checked here).
 set -euo pipefail
 dir=$(realpath -m "$1")
+nodes=${2:-1}
 host=$(hostname -s)
 mkdir -p "$dir"/{state,spool,dev,log}
 : > "$dir/dev/nvidia0"; : > "$dir/dev/nvidia1"
@@ -48,18 +53,38 @@ MinJobAge=600
 KillWait=2
 OverTimeLimit=0
 MessageTimeout=20
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=2000 Gres=gpu:a100:1,gpu:h100:1 Feature=fakegpu,hbm State=UNKNOWN
-PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
-cat > "$dir/gres.conf" <<CONF
+if [ "$nodes" -eq 1 ]; then
+  cat >> "$dir/slurm.conf" <<CONF
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=2000 Gres=gpu:a100:1,gpu:h100:1 Feature=fakegpu,hbm State=UNKNOWN
+CONF
+  cat > "$dir/gres.conf" <<CONF
 NodeName=$host Name=gpu Type=a100 File=$dir/dev/nvidia0
 NodeName=$host Name=gpu Type=h100 File=$dir/dev/nvidia1
 CONF
+else
+  read -r -a ports <<< "${SLURMD_PORTS:-}"
+  sed -i -e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=$dir/spool/%n|" -e "s|^SlurmdPidFile=.*|SlurmdPidFile=$dir/slurmd-%n.pid|" \
+    -e "s|^SlurmdLogFile=.*|SlurmdLogFile=$dir/log/slurmd-%n.log|" "$dir/slurm.conf"
+  : > "$dir/gres.conf"
+  for i in $(seq 1 "$nodes"); do
+    mkdir -p "$dir/spool/node$i"
+    : > "$dir/dev/node$i-nvidia0"; : > "$dir/dev/node$i-nvidia1"
+    echo "NodeName=node$i NodeHostname=$host NodeAddr=127.0.0.1 Port=${ports[$((i - 1))]:-$((${SLURMD_PORT:-16818} + i - 1))}" \
+      "CPUs=$(nproc) RealMemory=2000 Gres=gpu:a100:1,gpu:h100:1 Feature=fakegpu,hbm State=UNKNOWN" >> "$dir/slurm.conf"
+    printf 'NodeName=node%s Name=gpu Type=%s File=%s\n' "$i" a100 "$dir/dev/node$i-nvidia0" "$i" h100 "$dir/dev/node$i-nvidia1" >> "$dir/gres.conf"
+  done
+fi
+echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >> "$dir/slurm.conf"
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -f "$SLURM_CONF"
-slurmd -f "$SLURM_CONF" -N "$host"
+if [ "$nodes" -eq 1 ]; then
+  slurmd -f "$SLURM_CONF" -N "$host"
+else
+  for i in $(seq 1 "$nodes"); do slurmd -f "$SLURM_CONF" -N "node$i"; done
+fi
 for _ in $(seq 1 60); do
-  if sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix)'; then echo "$SLURM_CONF"; exit 0; fi
+  if [ "$(sinfo -h -N -o %t 2>/dev/null | grep -cE '^(idle|mix)')" -ge "$nodes" ]; then echo "$SLURM_CONF"; exit 0; fi
   sleep 0.5
 done
 echo "the test cluster did not come up; logs in $dir/log" >&2

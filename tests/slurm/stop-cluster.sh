@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stop what start-cluster.sh started in DIR.
+# Stop what start-cluster.sh started in DIR (one slurmd, or one per node: slurmd-node1.pid ...).
 dir=$(realpath -m "$1")
-for pid in slurmd slurmctld munged; do
-  [ -f "$dir/$pid.pid" ] && kill "$(cat "$dir/$pid.pid")" 2>/dev/null
+for pidfile in "$dir"/slurmd.pid "$dir"/slurmd-*.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
+  [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null
 done
 exit 0

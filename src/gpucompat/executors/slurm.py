@@ -23,11 +23,12 @@ import json
 import math
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .. import envs
 from ..errors import UserError
-from ..model import Cell, Observation, Target
+from ..model import BenchSpec, Cell, Observation, Target
 from ..resolve import uv_bin
 from ..space import cache_dir
 from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, tail
@@ -50,12 +51,27 @@ TASK_FILE = "slurm.task"  # the array task that runs a cell, as "jobid_index"
 FORGOTTEN = "Invalid job id specified"
 
 
-def request_args(target: Target) -> list[str]:
-    """sbatch options that ask for one GPU of this class."""
-    args = [f"--gres=gpu:{target.gres}:1" if target.gres else "--gres=gpu:1"]
+def request_args(target: Target, bench: BenchSpec | None = None) -> list[str]:
+    """sbatch options that ask for one GPU of this class, or max(scale) where the bench trains over
+    several (scale = [1, 2, 4]); across nodes (nodes = [1, 2]), max(nodes) nodes with that many GPUs
+    each and one task per GPU, the shape the probe's srun step asks for inside the allocation."""
+    nodes = max(bench.nodes, default=1) if bench else 1
+    gpus = max(bench.scale, default=1) if bench else 1
+    args = [f"--gres=gpu:{target.gres}:{gpus}" if target.gres else f"--gres=gpu:{gpus}"]
+    if nodes > 1:
+        args += [f"--nodes={nodes}", f"--ntasks-per-node={gpus}"]
     if target.features:
         args.append("--constraint=" + "&".join(target.features))
     return args
+
+
+def cell_request(cell: Cell, bench: BenchSpec | None) -> tuple[str, ...]:
+    """A cell's sbatch request: torch and JAX train over several GPUs (the probe's scale_figures,
+    jax_scale_figures), only torch across nodes; the other cells keep one GPU on one node."""
+    framework = cell.stack.framework
+    if bench and framework == "jax":
+        bench = replace(bench, nodes=())
+    return tuple(request_args(cell.target, bench if framework in ("torch", "jax") else None))
 
 
 def job_fields(text: str) -> dict[str, str]:
@@ -133,14 +149,14 @@ class SlurmExecutor:
 
     def precheck(self, cells: list[Cell]) -> dict[int, str | None]:
         verdicts: dict[int, str | None] = {}
-        answers: dict[Target, str | None] = {}
+        answers: dict[tuple[str, ...], str | None] = {}
         for cell in cells:
-            if cell.target not in answers:
-                command = ["sbatch", "--test-only", *request_args(cell.target), *self._common_args(), "--wrap", "true"]
-                proc = self._run(command)
-                answers[cell.target] = None if proc.returncode == 0 else (
-                    f"sbatch --test-only {' '.join(request_args(cell.target))}: {(proc.stderr or proc.stdout).strip()[-400:]}")
-            verdicts[cell.id] = answers[cell.target]
+            request = cell_request(cell, self.bench)
+            if request not in answers:
+                proc = self._run(["sbatch", "--test-only", *request, *self._common_args(), "--wrap", "true"])
+                answers[request] = None if proc.returncode == 0 else (
+                    f"sbatch --test-only {' '.join(request)}: {(proc.stderr or proc.stdout).strip()[-400:]}")
+            verdicts[cell.id] = answers[request]
         return verdicts
 
     def adoptable(self, cells: list[Cell], workdir: Path) -> dict[int, str]:
@@ -206,11 +222,11 @@ class SlurmExecutor:
             (path / "run.sh").write_text("\n".join(lines) + "\n")
             job = JobDir(cell, path, env_dir, interpreter)
             jobs.append(job)
-            groups.setdefault(cell.target, []).append(job)
-        for number, (target, members) in enumerate(groups.items()):
+            groups.setdefault((cell.target, cell_request(cell, self.bench)), []).append(job)
+        for number, ((target, request), members) in enumerate(groups.items()):
             script = workdir / f"array-{number}.sh"
             # --output is relative to the directory sbatch runs in (the work directory): no path in a directive
-            directives = [*request_args(target), *self._common_args(), f"--job-name={slurm_name(f'gpucompat-{workdir.name}')}-{number}",
+            directives = [*request, *self._common_args(), f"--job-name={slurm_name(f'gpucompat-{workdir.name}')}-{number}",
                           f"--array=0-{len(members) - 1}", "--output=slurm-%A_%a.out"]
             cells_list = " ".join(shell_word(job.path / "run.sh") for job in members)
             script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {sbatch_directive(d)}\n" for d in directives)

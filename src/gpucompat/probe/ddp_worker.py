@@ -56,7 +56,7 @@ Result
 ------
 Rank 0 writes --result (atomically):
 
-    {"world_size", "backend", "device", "device_name", "devices": [{"rank", "host", "device_name"}],
+    {"world_size", "backend", "device", "device_name", "devices": [{"rank", "host", "node", "device_name"}],
      "model", "parameters", "gradient_bytes", "forward_flops_per_image", "image_shape",
      "epochs", "images_per_epoch", "images_per_epoch_requested", "batch_per_worker",
      "global_batch", "steps_per_epoch", "lr", "seed", "epoch_seconds": [...],
@@ -437,7 +437,9 @@ def train(torch, dist, DistributedDataParallel, args, launcher, device, backend,
     accuracy = counts[0].item() / counts[1].item()
 
     device_name = torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine() or "cpu")
-    devices = gather_json(torch, dist, {"rank": rank, "host": socket.gethostname(), "device_name": device_name}, device, world)
+    # node: Slurm's name for it, where srun started us (several slurmd on one test machine share a host name)
+    devices = gather_json(torch, dist, {"rank": rank, "host": socket.gethostname(), "node": os.environ.get("SLURMD_NODENAME"),
+                                        "device_name": device_name}, device, world)
 
     timed = list(range(1, args.epochs)) if args.epochs >= 2 else [0]
     images_per_second = sum(epoch_images[i] for i in timed) / sum(epoch_seconds[i] for i in timed)

@@ -1309,25 +1309,32 @@ PROFILE_TRACE_MAX = 100 << 20  # a trace larger than this (compressed) is not ke
 
 
 def _window_steps(step, sync, start, count, enter, leave):
-    """Time every step of a run with a profiling window of `count` steps from step `start`, and what
-    the window cost the steps outside it: the steps after it (past the first 10, while the
-    profiler's buffers are flushed) against the steady steps before it."""
-    before, inside, outside = [], [], []
-    for index in range(start + count + max(60, count)):
-        if index == start:
-            enter()
-        began = time.perf_counter()
-        step()
-        sync()
-        elapsed = time.perf_counter() - began
-        if index == start + count - 1:
-            leave()
-        (before if index < start else inside if index < start + count else outside).append(elapsed)
-    steady, settled = before[min(5, len(before) - 1):] if before else [], outside[10:]
-    return {"start": start, "steps": count, "step_s_before": _quartiles(steady)[1] if steady else None,
-            "step_s_inside": _quartiles(inside)[1], "step_s_just_after": _quartiles(outside[:10])[1],
-            "step_s_after": _quartiles(settled)[1],
-            "overhead_outside": (_quartiles(settled)[1] / _quartiles(steady)[1] - 1) if steady else None}
+    """Step times of a run with a profiling window of `count` steps from step `start`, and of the
+    same run without it just before (the control). What the window costs the steps outside it is
+    the median of the steps after it (past the first 10, while the profiler's buffers are flushed)
+    against the control's same steps: a run's own drift (clocks, caches) cancels out."""
+    total = start + count + max(200, count)
+
+    def run(window):
+        times = []
+        for index in range(total):
+            if window and index == start:
+                enter()
+            began = time.perf_counter()
+            step()
+            sync()
+            times.append(time.perf_counter() - began)
+            if window and index == start + count - 1:
+                leave()
+        return times
+
+    control, timed = run(False), run(True)
+    median = lambda samples: _quartiles(samples)[1] if samples else None  # noqa: E731
+    after, control_after = timed[start + count + 10:], control[start + count + 10:]
+    return {"start": start, "steps": count, "step_s_before": median(timed[min(5, start):start]),
+            "step_s_inside": median(timed[start:start + count]), "step_s_just_after": median(timed[start + count:start + count + 10]),
+            "step_s_after": median(after), "step_s_control": median(control_after),
+            "overhead_outside": median(after) / median(control_after) - 1}
 
 
 def _keep_trace(path):
@@ -1569,7 +1576,7 @@ def jax_scale_figures(jax, bench, counts):
 
     def images(key, count):
         y = jax.random.randint(key, (count,), 0, 10)
-        return jax.random.normal(jax.random.fold_in(key, 1), (count, 1, 28, 28)) + 0.2 * templates[y], y
+        return jax.random.normal(jax.random.fold_in(key, 1), (count, 1, 28, 28), dtype=jnp.float32) + 0.2 * templates[y], y
 
     alone = None
     for n in sorted(set(counts)):
@@ -1579,9 +1586,10 @@ def jax_scale_figures(jax, bench, counts):
             mesh = Mesh(np.array(devices[:n]), ("data",))
             split, replicated = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
             keys = jax.random.split(jax.random.PRNGKey(1), 3)
-            he = lambda key, shape, fan_in: jax.random.normal(key, shape, dtype=jnp.float32) * (2.0 / fan_in) ** 0.5  # noqa: E731
-            params = jax.device_put({"conv": he(keys[0], (32, 1, 3, 3), 9), "dense": he(keys[1], (32 * 26 * 26, 128), 32 * 26 * 26),
-                                     "out": he(keys[2], (128, 10), 128)}, replicated)
+            # the scale of torch's default init (uniform within 1/sqrt(fan_in)): larger weights diverge at this lr
+            init = lambda key, shape, fan_in: jax.random.normal(key, shape, dtype=jnp.float32) * (1.0 / (3 * fan_in)) ** 0.5  # noqa: E731
+            params = jax.device_put({"conv": init(keys[0], (32, 1, 3, 3), 9), "dense": init(keys[1], (32 * 26 * 26, 128), 32 * 26 * 26),
+                                     "out": init(keys[2], (128, 10), 128)}, replicated)
 
             @jax.jit
             def step(p, x, y):
@@ -1927,12 +1935,14 @@ def share_figures(framework, bench, counts):
 # ---------------------------------------------------------------------------
 # Scaling over GPUs: data-parallel training through the framework's own launcher (torchrun, one
 # process per GPU, NCCL), the seed's CNN and a larger model whose compute outweighs its gradient
-# all-reduce, on 1, 2, 4 ... GPUs of this node. The worker is ddp_worker.py beside this file.
+# all-reduce, on 1, 2, 4 ... GPUs of this node and, inside a Slurm job of several nodes ([bench]
+# nodes = [1, 2]), on N nodes through srun. The worker is ddp_worker.py beside this file.
 # Figures: {"measurement": "scaling_cnn", "dtype": "fp32", "processes": N GPUs, "value": images/s,
-# "epoch_seconds", "final_loss", "accuracy", "speedup", "efficiency"}.
+# "epoch_seconds", "final_loss", "accuracy", "speedup", "efficiency"}, plus "nodes" across nodes.
 # ---------------------------------------------------------------------------
 
 SCALE_RUNS = {"cnn": {"epochs": 4, "images": 60000, "batch": 64}, "large": {"epochs": 3, "images": 20480, "batch": 64}}
+NOT_IN_SLURM = "not measured: needs a Slurm allocation"
 
 
 def scale_figures(torch, bench, counts):
@@ -1941,8 +1951,23 @@ def scale_figures(torch, bench, counts):
 
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_worker.py")
     available = torch.cuda.device_count()
+    # Across nodes: max(scale) GPUs on each (what the Slurm executor asked for), fewer where fewer are visible.
+    per_node = max(1, min(max(counts), available))
     for model, sizes in SCALE_RUNS.items():
         alone = None
+        args = ["--model", model, "--epochs", str(sizes["epochs"]), "--images-per-epoch", str(sizes["images"]),
+                "--batch", str(sizes["batch"])]
+
+        def point(run, n, note):
+            extra = {key: run.get(key) for key in ("epoch_seconds", "epoch_loss", "final_loss", "accuracy", "parameters", "backend",
+                                                   "nccl_version")}
+            extra.update(processes=n, note="%s, DistributedDataParallel, %s model, %d x %d images, batch %d per GPU"
+                         % (note, model, sizes["epochs"], sizes["images"], sizes["batch"]))
+            if alone:
+                extra["speedup"] = run["images_per_second"] / alone
+                extra["efficiency"] = extra["speedup"] / n
+            return [run["images_per_second"]], extra
+
         for n in sorted(set(counts)):
             def body():
                 if n > available:
@@ -1952,8 +1977,7 @@ def scale_figures(torch, bench, counts):
                 handle, out = tempfile.mkstemp(prefix="gpucompat-scale-", suffix=".json")
                 os.close(handle)
                 command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), worker,
-                           "--model", model, "--epochs", str(sizes["epochs"]), "--images-per-epoch", str(sizes["images"]),
-                           "--batch", str(sizes["batch"]), "--result", out]
+                           *args, "--result", out]
                 LOG.info("scaling: %s", " ".join(command))
                 proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
                 if proc.returncode:
@@ -1961,17 +1985,86 @@ def scale_figures(torch, bench, counts):
                 with open(out) as result:
                     run = json.load(result)
                 os.unlink(out)
-                extra = {key: run.get(key) for key in ("epoch_seconds", "final_loss", "accuracy", "parameters", "backend", "nccl_version")}
-                extra.update(processes=n, note="torchrun --nproc_per_node %d, DistributedDataParallel, %s model, %d x %d images, batch %d per GPU"
-                             % (n, model, sizes["epochs"], sizes["images"], sizes["batch"]))
-                if alone:
-                    extra["speedup"] = run["images_per_second"] / alone
-                    extra["efficiency"] = extra["speedup"] / n
-                return [run["images_per_second"]], extra
+                return point(run, n, "torchrun --nproc_per_node %d" % n)
             figure = bench.measure("scaling_" + model, "fp32", "images/s", body)
             figure["processes"] = n
             if n == 1 and "value" in figure:
                 alone = figure["value"]
+        for nodes in sorted(n for n in set(bench.config.get("nodes") or []) if n > 1):
+            def across():
+                if not os.path.exists(worker):
+                    raise Unsupported("ddp_worker.py is not beside the probe")
+                run = srun_worker(worker, nodes, per_node, args)
+                samples, extra = point(run, nodes * per_node, "srun --nodes %d --ntasks-per-node %d" % (nodes, per_node))
+                extra["hosts"] = sorted(set(d.get("node") or d.get("host") for d in run.get("devices") or []))
+                return samples, extra
+            figure = bench.measure("scaling_" + model, "fp32", "images/s", across)
+            figure.update(processes=nodes * per_node, nodes=nodes)
+
+
+def slurm_hosts():
+    """This job's nodes in Slurm's order; the batch script runs on the first (sbatch(1))."""
+    import subprocess
+
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST") or ""
+    proc = subprocess.run(["scontrol", "show", "hostnames", nodelist], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    if proc.returncode or not nodelist:
+        raise RuntimeError("scontrol show hostnames %r: %s" % (nodelist, proc.stderr.decode(errors="replace").strip()[-500:]))
+    return proc.stdout.decode().split()
+
+
+def master_address(host):
+    """How the other nodes reach `host`: its name where it resolves, else Slurm's NodeAddr for it (node
+    names need not be host names: a test cluster runs several slurmd under made-up names on one machine)."""
+    import subprocess
+
+    try:
+        socket.getaddrinfo(host, None)
+        return host
+    except socket.gaierror:
+        proc = subprocess.run(["scontrol", "show", "node", "-o", host], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60)
+        fields = dict(token.split("=", 1) for token in proc.stdout.decode(errors="replace").split() if "=" in token)
+        return fields.get("NodeAddr") or host
+
+
+def srun_command(worker, nodes, per_node, hosts, worker_args):
+    """srun starting ddp_worker.py on the first `nodes` hosts of this job, one task per GPU. --ntasks is
+    given because srun reads the job's SLURM_NTASKS as its default -n; --nodelist keeps rank 0 on hosts[0]."""
+    return ["srun", "--nodes", str(nodes), "--ntasks", str(nodes * per_node), "--ntasks-per-node", str(per_node),
+            "--nodelist", ",".join(hosts[:nodes]), "--kill-on-bad-exit=1", sys.executable, worker] + list(worker_args)
+
+
+def srun_worker(worker, nodes, per_node, worker_args, timeout=600):
+    """Run ddp_worker.py across `nodes` nodes of this Slurm job -> its result. Ranks come from SLURM_PROCID
+    (ddp_worker maps them), the rendezvous from MASTER_ADDR/MASTER_PORT set here."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if not os.environ.get("SLURM_JOB_ID") or not shutil.which("srun"):
+        raise Unsupported(NOT_IN_SLURM)
+    hosts = slurm_hosts()
+    if len(hosts) < nodes:
+        raise Unsupported("%d nodes asked, this Slurm job has %d (%s)" % (nodes, len(hosts), ",".join(hosts)))
+    # ddp_worker takes RANK/WORLD_SIZE as torchrun's when set: only SLURM_PROCID/SLURM_NTASKS may speak
+    env = dict((k, v) for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"))
+    with socket.socket() as s:  # this is hosts[0], where rank 0 listens: a port free here
+        s.bind(("", 0))
+        env["MASTER_PORT"] = str(s.getsockname()[1])
+    env["MASTER_ADDR"] = master_address(hosts[0])
+    # rank 0 writes the result on hosts[0]: into the job directory, which every node shares
+    handle, out = tempfile.mkstemp(prefix="gpucompat-scale-", suffix=".json", dir=os.getcwd())
+    os.close(handle)
+    try:
+        command = srun_command(worker, nodes, per_node, hosts, list(worker_args) + ["--result", out])
+        LOG.info("scaling: MASTER_ADDR=%s MASTER_PORT=%s %s", env["MASTER_ADDR"], env["MASTER_PORT"], " ".join(command))
+        proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=timeout)
+        if proc.returncode:
+            raise RuntimeError("srun exited %d: %s" % (proc.returncode, proc.stderr.decode(errors="replace")[-1500:]))
+        with open(out) as result:
+            return json.load(result)
+    finally:
+        os.unlink(out)
 
 
 ADAPTERS = {"torch": Torch, "tensorflow": TensorFlow, "jax": Jax, "cupy": CuPy, "cuda-runtime": CudaRuntime}

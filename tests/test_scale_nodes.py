@@ -1,0 +1,102 @@
+"""Scaling across Slurm nodes without a cluster: the plan's `nodes`, the sbatch request a cell makes,
+the srun line the probe starts and what the probe records outside Slurm. The live two-node run is
+test_slurm.py's test_two_nodes_train_through_srun."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucompat.errors import UserError
+from gpucompat.executors.base import JobSettings
+from gpucompat.executors.quoting import sbatch_directive
+from gpucompat.executors.slurm import SlurmExecutor, request_args
+from gpucompat.model import BenchSpec, Cell, ResolvedStack, Stack, Target, Timeouts
+from gpucompat.plan import parse_plan
+from gpucompat.sweep import with_executor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe"))
+import probe  # noqa: E402
+
+STACKS = """
+[[stacks]]
+framework = "torch"
+env = "current"
+"""
+A100 = Target("NVIDIA A100", gres="a100", features=("fakegpu",))
+TORCH = Stack("torch", "installed", "default", "current", "current")
+RUNTIME = Stack("cuda-runtime", "installed", "default", "current", "current")
+
+
+def test_the_plan_reads_nodes_and_passes_them_to_the_probe():
+    spec = parse_plan('executor = "slurm"\ntargets = "discover"\n' + STACKS + "[bench]\nscale = [1, 2, 4]\nnodes = [2, 1]\n")
+    assert spec.bench.nodes == (1, 2) and spec.bench.probe_config()["nodes"] == [1, 2]
+    assert "nodes" not in parse_plan(STACKS + "[bench]\nscale = [1]\n").bench.probe_config()
+
+
+def test_nodes_are_checked_like_scale_and_need_slurm():
+    for bad in ("nodes = [0]", "nodes = []", "nodes = [1, 17]", "nodes = [true]", "nodes = 2"):
+        with pytest.raises(UserError, match=r"^plan: \[bench\] nodes must be a list of node counts from 1 to 16"):
+            parse_plan('executor = "slurm"\ntargets = "discover"\n' + STACKS + f"[bench]\nscale = [1]\n{bad}\n")
+    with pytest.raises(UserError, match=r"^plan: \[bench\] nodes needs scale"):
+        parse_plan('executor = "slurm"\ntargets = "discover"\n' + STACKS + "[bench]\nnodes = [1, 2]\n")
+    with pytest.raises(UserError) as refused:
+        parse_plan(STACKS + "[bench]\nscale = [1, 2]\nnodes = [1, 2]\n")
+    assert str(refused.value) == ("plan: [bench] nodes = [1, 2] trains across Slurm nodes through srun, which only executor = \"slurm\" "
+                                  "provides; the executor is 'local', so keep nodes = [1] or leave it out.")
+    assert parse_plan(STACKS + "[bench]\nscale = [1, 2]\nnodes = [1]\n").bench.nodes == (1,)  # one node needs no Slurm
+    slurm = parse_plan('executor = "slurm"\ntargets = "discover"\n' + STACKS + "[bench]\nscale = [1]\nnodes = [1, 2]\n")
+    with pytest.raises(UserError, match="the executor is 'kubernetes'"):
+        with_executor(slurm, "kubernetes")  # --executor cannot take it elsewhere either
+
+
+def test_a_single_node_request_asks_for_the_gpus_its_scaling_needs():
+    for bench in (None, BenchSpec(), BenchSpec(scale=(1,)), BenchSpec(scale=(1,), nodes=(1,))):
+        assert request_args(A100, bench) == ["--gres=gpu:a100:1", "--constraint=fakegpu"]
+        assert request_args(Target("NVIDIA H100"), bench) == ["--gres=gpu:1"]
+    assert request_args(A100, BenchSpec(scale=(1, 2, 4))) == ["--gres=gpu:a100:4", "--constraint=fakegpu"]
+    assert request_args(Target("NVIDIA H100"), BenchSpec(scale=(1, 2), nodes=(1,))) == ["--gres=gpu:2"]
+
+
+def test_across_nodes_a_cell_asks_for_max_nodes_with_max_scale_gpus_and_tasks_on_each():
+    bench = BenchSpec(scale=(1, 2, 4), nodes=(1, 2))
+    assert request_args(A100, bench) == ["--gres=gpu:a100:4", "--nodes=2", "--ntasks-per-node=4", "--constraint=fakegpu"]
+    assert request_args(Target("NVIDIA H100"), BenchSpec(scale=(2,), nodes=(1, 3))) == ["--gres=gpu:2", "--nodes=3", "--ntasks-per-node=2"]
+    assert all(sbatch_directive(d) == d for d in request_args(A100, bench))  # plain values: written into #SBATCH lines as they are
+
+
+def test_only_torch_cells_are_sent_across_nodes(tmp_path):
+    executor = SlurmExecutor(JobSettings(Timeouts(), bench=BenchSpec(scale=(1, 2), nodes=(1, 2))))
+    executor.prepare([Cell(1, TORCH, A100, ResolvedStack(TORCH, True)), Cell(2, RUNTIME, A100, ResolvedStack(RUNTIME, True))], tmp_path)
+    scripts = {path.name: path.read_text() for path in tmp_path.glob("array-*.sh")}
+    torch_script, runtime_script = scripts["array-0.sh"], scripts["array-1.sh"]
+    assert "#SBATCH --gres=gpu:a100:2\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n" in torch_script
+    assert "#SBATCH --gres=gpu:a100:1\n#SBATCH --constraint=fakegpu\n" in runtime_script and "--nodes" not in runtime_script
+    assert '"nodes":[1,2]' in (tmp_path / "cell-1" / "run.sh").read_text()  # the probe is told, inside one quoted word
+
+
+def test_the_srun_line_puts_one_task_per_gpu_on_the_first_nodes():
+    command = probe.srun_command("/w/ddp_worker.py", 2, 4, ["gpu07", "gpu08", "gpu09"], ["--model", "cnn"])
+    assert command == ["srun", "--nodes", "2", "--ntasks", "8", "--ntasks-per-node", "4", "--nodelist", "gpu07,gpu08",
+                       "--kill-on-bad-exit=1", sys.executable, "/w/ddp_worker.py", "--model", "cnn"]
+
+
+class NoGpuTorch:
+    class cuda:
+        @staticmethod
+        def device_count():
+            return 0
+
+
+def test_outside_slurm_more_nodes_are_not_measured_never_failed(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    facts = {}
+    bench = probe.Bench(facts, {"scale": [1], "nodes": [1, 2]})
+    probe.scale_figures(NoGpuTorch, bench, [1])
+    across = [f for f in facts["figures"] if f.get("nodes")]
+    assert [(f["measurement"], f["nodes"], f["processes"]) for f in across] == [("scaling_cnn", 2, 2), ("scaling_large", 2, 2)]
+    assert all(f["unsupported"] == "not measured: needs a Slurm allocation" and "error" not in f for f in across)
+    with pytest.raises(probe.Unsupported, match="needs a Slurm allocation"):
+        probe.srun_worker("ddp_worker.py", 2, 1, [])
