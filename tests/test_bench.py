@@ -229,3 +229,15 @@ def test_the_job_logs_with_pid_thread_and_time_into_its_result(tmp_path, stand_i
     messages = [r["message"] for r in log]
     assert "stage import started" in messages and any(m.startswith("bench matmul bf16: 787.5 TFLOP/s") for m in messages)
     assert any(m.startswith("stage bench passed after") for m in messages)
+
+
+def test_the_top_device_kernels_of_a_recorded_jax_profiler_trace():
+    """The Perfetto trace jax.profiler wrote on an H200 (docs/evidence/profile-frameworks-h200x2, sweep 2,
+    cell 4): only the /device:GPU processes count, and the sum is what that run stored."""
+    trace = Path(__file__).resolve().parent / "data" / "jax-profile-trace-h200.json.gz"
+    durations = probe.perfetto_device_time(str(trace))
+    top, total = probe._top(durations)
+    assert total == 979.7  # device_us_total of result 3 in profile-windows.json
+    assert top[0]["kernel"] == "gemm_fusion_dot" and 0.1 < top[0]["share"] < 0.2
+    assert not any(name.startswith("$") for name in durations)  # the host's Python frames are left out
+    assert all(calls >= 1 for _, calls in durations.values()) and len(top) == 10
