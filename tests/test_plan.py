@@ -57,7 +57,7 @@ def test_good_plan_is_parsed_with_every_value():
     ('[[stacks]]\nframework="torch"', "'versions' is missing"),
     ('[[stacks]]\nframework="torch"\nversions=["2.4.1"]\nvariants=["cu12.1"]', "not a variant of torch"),
     ('[[stacks]]\nframework="torch"\nversions=["2.4.1"]\npython=[3.11]', "not a Python version"),
-    ('[[stacks]]\nframework="torch"\nversions=["2.4.1"]\nenv="conda"', "unknown env 'conda'"),
+    ('[[stacks]]\nframework="torch"\nversions=["2.4.1"]\nenv="pixi"', "unknown env 'pixi'"),
     ('[[stacks]]\nframework="torch"\nenv="current"\nversions=["2.4.1"]', "drop 'versions'"),
     ('[timeouts]\ninstall="10 minutes"\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "'10 minutes' is not a duration"),
     ('[timeouts]\ncompute=-5\n[[stacks]]\nframework="torch"\nversions=["2.4.1"]', "greater than zero"),

@@ -7,6 +7,7 @@ is kept with the verdict.
 
 from __future__ import annotations
 
+import re
 import signal as signals
 
 from packaging.version import InvalidVersion, Version
@@ -29,6 +30,9 @@ def _first_line(text: str, limit: int = 300) -> str:
 
 def _resolver_summary(error: str) -> str:
     """uv's reason, in one sentence: its 'Because ...' line, else its first error line."""
+    if error.startswith("conda cannot solve it:"):  # py-rattler's tree of reasons (envs/conda.py), on one line
+        reason = " ".join(line.strip(" └─├│") for line in error.splitlines() if line.strip(" └─├│"))
+        return reason[:300] + "…" if len(reason) > 300 else reason
     lines = [line.strip().removeprefix("cause:").removeprefix("╰─▶").strip() for line in error.splitlines()]
     lines = [line for line in lines if line and not line.startswith("warning:")]
     reason = next((line for line in lines if line.startswith("Because")), None) or (lines[0] if lines else "uv found no solution")
@@ -151,6 +155,8 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         return Outcome(Code.NO_MATCH.value, "schedule", observation.no_match, {"scheduler": observation.no_match})
     if observation.timed_out_stage == "install":
         return Outcome(Code.TIMEOUT.value, "install", "building the environment did not finish in time", {"install_log": observation.install_log})
+    if observation.install_failed and resolved.stack.env == "container":
+        return _pull_failed(resolved, observation.install_log)
     if observation.install_failed:
         log = observation.install_log
         what = _first_line(log.split("error:", 1)[-1]) or "see the log"
@@ -179,6 +185,10 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
             return untested("import", "interrupted", f"{_signal_name(observation.signal)} before the probe reported", evidence)
         if observation.signal:
             return _crash("import", f"was killed by {_signal_name(observation.signal)} before the probe reported", stderr, evidence)
+        if resolved.stack.env == "container":
+            refused = _container_refused(resolved, stderr, evidence)
+            if refused:
+                return refused
         if observation.returncode == 0:  # the probe writes before its first stage: something ended the interpreter first
             return Outcome(Code.CRASHED.value, "import", "the process exited 0 before the probe wrote anything: something in the "
                            "environment (a sitecustomize, a .pth file, a startup hook) ended the interpreter", evidence)
@@ -209,11 +219,64 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         found = signatures.match(_stage_text(record, stderr))
         if found and found.code == code:
             evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
+        if code == Code.DRIVER_TOO_OLD.value:
+            text += _image_requirement(facts, evidence)
         return Outcome(code, stage, text, evidence)
 
     bench = stages.get("bench")
     broken = [] if bench is None or bench.get("ok") else [f"the bench rung failed: {_message(bench)}"]
     return _passed(facts, evidence, broken)
+
+
+def _pull_failed(resolved: ResolvedStack, log: str) -> Outcome:
+    """A container stack whose image could not be pulled: the registry said there is no such image or
+    tag (the stack does not exist: ENV_UNRESOLVABLE), or the pull could not be done (UNTESTED)."""
+    from .envs import container
+
+    kind, what = container.pull_failure(log)
+    evidence = {"pull_log": log, "image": resolved.stack.image}
+    if kind == "unresolvable":
+        return Outcome(Code.ENV_UNRESOLVABLE.value, "resolve", f"the registry has no such image or tag: {what}", evidence)
+    return untested("install", kind, what, evidence)
+
+
+def _container_refused(resolved: ResolvedStack, stderr: str, evidence: dict) -> Outcome | None:
+    """The runtime never started the probe: no runtime or an unusable image (UNTESTED), or the runtime
+    refused the GPU (NO_DEVICE, naming the missing flag or hook) or the host driver (DRIVER_TOO_OLD, with
+    the image's NVIDIA_REQUIRE_CUDA condition nvidia-container-cli named as evidence)."""
+    from .envs import container
+
+    could_not = container.start_failure(stderr)
+    if could_not:
+        return untested("import", could_not[0], could_not[1], {**evidence, "image": resolved.stack.image})
+    found = signatures.match(stderr)
+    if not found or found.stage != "device":
+        return None
+    evidence = {**evidence, "image": resolved.stack.image, "signature": {"pattern": found.pattern, "fix": found.fix, "source": found.source}}
+    condition = container.refused_condition(stderr)
+    if condition:
+        evidence["nvidia_require_cuda"] = condition
+    line = next((l.strip() for l in stderr.splitlines() if found.pattern.lower() in l.lower()), found.pattern)[:300]
+    return Outcome(found.code, "device", f"the container runtime did not start the probe: {found.meaning} ({line})", evidence)
+
+
+def _image_requirement(facts: dict, evidence: dict) -> str:
+    """A container's NVIDIA_REQUIRE_CUDA (the probe sees it in its environment) judged against the driver
+    the probe found: the words to add to a DRIVER_TOO_OLD reason, and the evidence."""
+    from .envs import container
+
+    system = facts.get("system", {})
+    require = (system.get("cuda_env") or {}).get("NVIDIA_REQUIRE_CUDA")
+    driver_cuda = _driver_cuda(facts)
+    if not require or not driver_cuda:
+        return ""
+    # /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."
+    driver = re.search(r"\b([0-9]{3,}\.[0-9]+(?:\.[0-9]+)?)\b", system.get("proc_driver_version") or "")
+    ok, clause = container.check_require(require, cuda=driver_cuda, driver=driver.group(1) if driver else None)
+    evidence["nvidia_require_cuda"] = {"value": require, "satisfied": ok, "clause": clause}
+    first = ",".join(f"{k}{op}{v}" for k, op, v in container.parse_require(require)[0])
+    return "" if ok is True else f"; the image's NVIDIA_REQUIRE_CUDA asks for {first}" + (
+        "" if ok is False else " or a forward-compatible driver branch for the GPU's brand")
 
 
 def _passed(facts: dict, evidence: dict, more_warnings: list[str]) -> Outcome:

@@ -423,6 +423,21 @@ def history(
     out.print(history_table(rows, escape(f"{spec} on {gpu or 'compute capability ' + cc}")))
 
 
+def _advise_conda(result: dict, python: str | None) -> None:
+    """advise --format conda: the first stack advised (observed before predicted) as an environment.yml on stdout."""
+    from .envs.conda import advised_environment
+
+    items = result["observed"] + result["predicted"]
+    if not items:
+        raise UserError(f"nothing to advise for {result['framework']} on this GPU and driver, so no environment file; see --explain.")
+    item, t = items[0], result["target"]
+    comment = (f"gpucompat advise: {result['framework']} {item['version']} [{item['variant']}] for {t['gpu'] or 'CC ' + t['cc']}, "
+               f"driver {t['driver']} ({item['source']})\nconda-forge may not carry every PyPI release: solve it before use "
+               "(a sweep with env = \"conda\" does).")
+    sys.stdout.write(advised_environment(result["framework"], item["version"], item["variant"], python or item.get("python"),
+                                         item.get("cuda_runtime"), comment))
+
+
 @app.command()
 @guarded
 def advise(
@@ -434,13 +449,19 @@ def advise(
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     explain_left_out: bool = typer.Option(False, "--explain", help="Also list the candidates left out, each with why."),
+    fmt: str = typer.Option("table", "--format", help="table (pip commands), or conda: an environment.yml for the first stack advised."),
 ):
     """The newest stacks that work for a GPU and driver, observed first, predicted second, with install commands."""
     from .knowledge.advise import advise as run_advise
     from .report.rows import display_row
     from .store import Store
 
+    if fmt not in ("table", "conda"):
+        raise UserError(f"--format {fmt[:20]!r}: write table or conda.")
     result = run_advise(framework, gpu, cc, driver, python, [display_row(r) for r in Store(db, readonly=True).result_rows(None)])
+    if fmt == "conda":
+        _advise_conda(result, python)
+        return
     if json_out:
         _print_json(result)
         return
@@ -485,9 +506,18 @@ def report(
 def discover(
     source: str = typer.Option("local", help="local (NVML, nvidia-smi), slurm (scontrol), htcondor (condor_status) or kubernetes (GFD labels)."),
     json_out: bool = typer.Option(False, "--json", help="Print the GPU classes as JSON."),
+    runtimes: bool = typer.Option(False, "--runtimes", help="Only the container runtimes on this node (name, version, path)."),
 ):
     """The GPU classes a pool offers: name, compute capability, driver, count, and what selects them."""
     from dataclasses import asdict
+
+    if runtimes:  # what env = "container" stacks can run with on this node
+        from .envs.container import runtimes_here
+        from .report.terminal import runtimes_table
+
+        found = runtimes_here()
+        _print_json(found) if json_out else out.print(runtimes_table(found))
+        return
 
     from .executors import EXECUTORS
     from .executors import discover as discover_classes
@@ -511,6 +541,11 @@ def discover(
         table.add_row(escape(t.name), escape(t.cc or "?"), escape(t.driver or "?"), escape(t.cuda_driver or "?"), str(t.count), str(t.memory_mib or "?"),
                       escape(selects), escape(",".join(t.nodes)))
     out.print(table if classes else f"no GPU found by {source} discovery")
+    if source == "local":
+        from .envs.container import runtimes_here
+        from .report.terminal import runtimes_table
+
+        out.print(runtimes_table(runtimes_here()))
 
 
 def _print_version(value: bool) -> None:

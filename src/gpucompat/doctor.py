@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .discover import local
+from .envs import container
 from .envs.current import installed
 from .executors.base import PROBE_SOURCE
 from .knowledge import tables
@@ -209,4 +210,5 @@ def doctor() -> dict:
         "loaded_libraries": _own_libraries(),
         "frameworks": frameworks,
         "verdicts": verdicts,
+        "container_runtimes": container.runtimes_here(),  # what env = "container" stacks can run with here
     }

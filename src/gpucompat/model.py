@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "cuda-runtime")
-ENV_PROVIDERS = ("uv", "current")
+ENV_PROVIDERS = ("uv", "current", "conda", "container")
 
 
 class Stage(str, Enum):
@@ -63,6 +63,7 @@ UNTESTED_CAUSES = {
     "disk": "the disk filled up or a quota was reached",
     "scheduler": "the scheduler lost or refused the job (node failure, preemption)",
     "image": "the container image could not be pulled, or lacks what the job needs",
+    "runtime": "the node has no container runtime that can run the image (apptainer, singularity, podman, docker)",
     "interrupted": "the job was stopped from outside before it finished",
     "resolver": "uv failed without saying the stack is impossible",
 }
@@ -117,6 +118,9 @@ class StackSpec:
     variants: tuple[str, ...]
     pythons: tuple[str, ...]
     env: str
+    channels: tuple[str, ...] = ()  # env "conda": the channels to solve against, in priority order
+    image: str | None = None  # env "container": the image (docker://, oras://, a .sif path, a local name)
+    runtime: str | None = None  # env "container": apptainer, singularity, podman or docker; None: the first the node has
 
 
 @dataclass(frozen=True)
@@ -181,11 +185,16 @@ class Stack:
     env: str
     requirements: tuple[str, ...] = ()
     index_url: str | None = None  # an extra index with priority (PyTorch's variant indexes)
+    channels: tuple[str, ...] = ()  # env "conda": its channels (requirements are then conda match specs)
+    image: str | None = None  # env "container": the image the framework is tested in, as it is
+    runtime: str | None = None  # env "container": the runtime the plan asks for, if any
 
     @property
     def key(self) -> str:
         if self.env == "current":
             return f"{self.framework} (as installed in the current interpreter)"
+        if self.env == "container":
+            return f"{self.framework} (as installed in the image {self.image})" + (f" [{self.runtime}]" if self.runtime else "")
         return f"{self.framework}=={self.version} [{self.variant}] py{self.python} {self.env}"
 
 
@@ -206,7 +215,7 @@ class ResolvedStack:
         """Cells whose stacks pin the same packages share one environment."""
         import hashlib
 
-        text = "\n".join((self.stack.env, self.stack.python, *self.pins))
+        text = "\n".join((self.stack.env, self.stack.python, *self.pins, *filter(None, (self.stack.image, self.stack.runtime))))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -29,7 +29,7 @@ TOP_KEYS = {
     "max_parallel_installs", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
 }
 BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "nodes", "profile"}
-STACK_KEYS = {"framework", "versions", "variants", "python", "env"}
+STACK_KEYS = {"framework", "versions", "variants", "python", "env", "channels", "image", "runtime"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "bench", "cell", "pending"}
 
@@ -164,6 +164,10 @@ def _stack(table: object, index: int, default_pythons: tuple[str, ...]) -> Stack
     env = table.get("env", "uv")
     if env not in ENV_PROVIDERS:
         raise UserError(f"{where}: unknown env {env!r}; expected one of: {', '.join(ENV_PROVIDERS)}.")
+    if env == "container":
+        return _container_stack(table, where, framework)
+    if "image" in table or "runtime" in table:
+        raise UserError(f"{where}: 'image' and 'runtime' are for env = \"container\"; this stack's env is {env!r}.")
     if env == "current":
         # The interpreter already there decides the version; nothing is installed.
         versions: str | tuple[str, ...] = "installed"
@@ -175,6 +179,10 @@ def _stack(table: object, index: int, default_pythons: tuple[str, ...]) -> Stack
             raise UserError(f"{where}: 'versions' is missing (a list, a range like '>=2.3', or 'latest:N').")
         versions = check_version_spec(table["versions"], f"{where} versions")
         pythons = _pythons(table["python"], f"{where} python") if "python" in table else default_pythons
+    if env == "conda":
+        return _conda_stack(table, where, framework, versions, pythons)
+    if "channels" in table:
+        raise UserError(f"{where}: 'channels' are for env = \"conda\"; this stack's env is {env!r}.")
     variants = table.get("variants", list(DEFAULT_VARIANTS[framework]))
     if isinstance(variants, str):
         variants = [variants]
@@ -184,6 +192,43 @@ def _stack(table: object, index: int, default_pythons: tuple[str, ...]) -> Stack
         if not isinstance(variant, str) or not KNOWN_VARIANTS[framework].fullmatch(variant):
             raise UserError(f"{where}: {str(variant)[:40]!r} is not a variant of {framework} (see README, 'Plan files').")
     return StackSpec(framework, versions, tuple(variants), pythons, env)
+
+
+def _conda_stack(table: dict, where: str, framework: str, versions, pythons: tuple[str, ...]) -> StackSpec:
+    """env = "conda": variants are CUDA pins (cuda-version=12.6, or cudatoolkit=11.2 for older releases)."""
+    from .envs import conda
+
+    variants = table.get("variants", ["default"])
+    if isinstance(variants, str):
+        variants = [variants]
+    if not isinstance(variants, list) or not variants or not all(isinstance(v, str) and conda.VARIANT.fullmatch(v) for v in variants):
+        raise UserError(f"{where}: variants of a conda stack are CUDA pins, e.g. [\"cuda-version=12.6\"] or "
+                        "[\"cudatoolkit=11.2\"] for older releases, or [\"default\"] for none.")
+    channels = table.get("channels", list(conda.DEFAULT_CHANNELS))
+    if not isinstance(channels, list) or not channels:
+        raise UserError(f"{where}: channels must be a non-empty list, e.g. [\"conda-forge\"] or [\"file:///srv/conda-channel\"].")
+    channels = tuple(conda.check_channel(c, f"{where} channels") for c in channels)
+    return StackSpec(framework, versions, tuple(dict.fromkeys(variants)), pythons, "conda", channels)
+
+
+def _container_stack(table: dict, where: str, framework: str) -> StackSpec:
+    """env = "container": the image decides the version and the Python; nothing is installed into it."""
+    from .envs.container import RUNTIMES
+
+    for key in ("versions", "python", "variants"):
+        if key in table:
+            raise UserError(f"{where}: a container stack tests the {framework} its image holds; drop {key!r}.")
+    if "image" not in table:
+        raise UserError(f"{where}: 'image' is missing (e.g. \"docker://nvcr.io/nvidia/pytorch:25.01-py3\", an oras:// reference, a .sif path, or a local image name).")
+    image = text_value(table["image"], f"{where} image", limit=500)
+    if image.startswith("-") or any(c.isspace() for c in image):
+        raise UserError(f"{where}: {image[:60]!r} is not an image reference (no spaces, and it cannot start with '-').")
+    runtime = table.get("runtime")
+    if runtime is not None and runtime not in RUNTIMES:
+        raise UserError(f"{where}: unknown runtime {str(runtime)[:40]!r}; expected one of: {', '.join(RUNTIMES)}.")
+    if runtime in ("podman", "docker") and (image.endswith(".sif") or image.startswith("oras://")):
+        raise UserError(f"{where}: {runtime} cannot run {image[:60]!r} (a SIF or ORAS image); use apptainer or singularity.")
+    return StackSpec(framework, "installed", ("installed",), ("image",), "container", image=image, runtime=runtime)
 
 
 def _target(table: object, index: int, executor: str) -> Target:

@@ -152,8 +152,12 @@ def _error_text(stderr: str) -> str:
 
 
 def resolve_one(stack: Stack, platform: str, wheelhouse: str | None = None, offline: bool = False) -> ResolvedStack:
-    if stack.env == "current":
+    if stack.env in ("current", "container"):  # nothing to resolve: what is there is tested (an image is pulled in the job)
         return ResolvedStack(stack, ok=True)
+    if stack.env == "conda":  # solved by py-rattler into an explicit lock, not by uv
+        from .envs import conda
+
+        return conda.resolve(stack, platform, offline)
     command = [
         uv_bin(), "pip", "compile", "-", "--python-version", stack.python, "--python-platform", platform,
         "--no-header", "--no-annotate", "--no-build", *index_args(stack.index_url, wheelhouse, offline),

@@ -132,6 +132,27 @@ def _cuda_series(offline: bool) -> list[Version]:
     return sorted(series)
 
 
+def _expand_conda(spec: StackSpec, offline: bool) -> list[Stack]:
+    """A conda stack: versions from its channels' repodata (the seed's `conda search`), conda match specs."""
+    from .envs import conda
+
+    versions = list(spec.versions) if isinstance(spec.versions, tuple) else None
+    if versions is None:
+        available = []
+        for text in conda.available_versions(spec, offline):
+            try:
+                available.append(Version(text))
+            except InvalidVersion:  # conda allows versions PEP 440 does not ("1.0.0_1"): not in a range
+                continue
+        picked = pick_versions(spec.versions, available)
+        if not picked:
+            raise UserError(f"no {conda.PACKAGES[spec.framework]} release in {', '.join(spec.channels)} matches {spec.versions!r}.")
+        versions = [f"{v.major}.{v.minor}" if spec.framework == "cuda-runtime" else str(v) for v in picked]
+    return [Stack(spec.framework, version, variant, python, "conda", conda.match_specs(spec.framework, version, variant, python),
+                  channels=spec.channels)
+            for version in versions for variant in spec.variants for python in spec.pythons]
+
+
 def _query_name(spec: StackSpec) -> str:
     if spec.framework == "cupy":
         return f"cupy-{spec.variants[0]}"
@@ -142,6 +163,10 @@ def expand(spec: StackSpec, offline: bool = False) -> list[Stack]:
     """Every Stack a [[stacks]] table means: versions x variants x Pythons."""
     if spec.env == "current":
         return [Stack(spec.framework, "installed", "installed", "current", "current")]
+    if spec.env == "container":  # the image decides version and Python: its probe says which
+        return [Stack(spec.framework, "installed", "installed", "image", "container", image=spec.image, runtime=spec.runtime)]
+    if spec.env == "conda":
+        return _expand_conda(spec, offline)
     if isinstance(spec.versions, tuple):
         versions = list(spec.versions)
     else:

@@ -222,7 +222,7 @@ def _racing(exc: DBAPIError) -> bool:
 
 
 def _stack_from(data: dict) -> Stack:
-    return Stack(**{**data, "requirements": tuple(data["requirements"])})
+    return Stack(**{**data, "requirements": tuple(data["requirements"]), "channels": tuple(data.get("channels", ()))})
 
 
 def _target_from(data: dict) -> Target:
@@ -623,7 +623,8 @@ class Store:
         query = (
             sa.select(
                 cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
-                stacks.c.env, stacks.c.cuda_runtime, stacks.c.cudnn, targets.c.name.label("gpu"), targets.c.cc,
+                stacks.c.env, stacks.c.data["image"].as_string().label("image"),  # env "container": the image tested
+                stacks.c.cuda_runtime, stacks.c.cudnn, targets.c.name.label("gpu"), targets.c.cc,
                 targets.c.driver, results.c.code, results.c.stage, results.c.summary, results.c.warnings,
                 results.c.evidence, results.c.duration_s, results.c.observed,
                 # only what reports show from the raw probe JSON, extracted by the database

@@ -9,10 +9,16 @@ exactly the resolved environment wherever it runs.
 
 from types import ModuleType
 
-from . import current, uv
+from . import conda, container, current, uv
 
-PROVIDERS: dict[str, ModuleType] = {"uv": uv, "current": current}
+PROVIDERS: dict[str, ModuleType] = {"uv": uv, "current": current, "conda": conda, "container": container}
 
 
 def provider(name: str) -> ModuleType:
     return PROVIDERS[name]
+
+
+def job_files(resolved) -> dict[str, str]:
+    """Files a provider writes into each job directory beside the probe (conda: environment.yml and its lock)."""
+    files = getattr(PROVIDERS.get(resolved.stack.env), "job_files", None)
+    return files(resolved) if files else {}

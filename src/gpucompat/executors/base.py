@@ -97,6 +97,10 @@ def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:
     shutil.copyfile(DDP_WORKER, path / "ddp_worker.py")  # the bench rung's scaling runs start it with torchrun
     record = {"cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target), "pins": list(cell.resolved.pins), **facts}
     (path / "job.json").write_text(json.dumps(record, indent=1))
+    from .. import envs
+
+    for name, text in envs.job_files(cell.resolved).items():  # conda: environment.yml and its explicit lock
+        (path / name).write_text(text)
     return path
 
 
@@ -115,6 +119,17 @@ def probe_arguments(framework: str, timeouts: Timeouts, bench: BenchSpec | None,
     if bench is not None:
         words += ["--bench", shell_word(json.dumps(bench.probe_config(), separators=(",", ":")))]
     return " ".join(words)
+
+
+def probe_command(cell: Cell, interpreter: str, env_dir: str, probe_args: str, runtime: str | None = None,
+                  redirect: str = "") -> str:
+    """The line(s) of a job script that start the probe, the same for every executor: `exec <interpreter>
+    probe.py ARGS`, or for a container stack the runtime running the image's python3 (envs.container)."""
+    if cell.stack.env == "container":
+        from ..envs import container
+
+        return container.probe_command(cell.resolved, env_dir, probe_args, runtime, redirect)
+    return f"exec {shell_word(interpreter)} probe.py {probe_args}" + (f" {redirect}" if redirect else "") + "\n"
 
 
 def tail(path: Path, limit: int = 6000) -> str:

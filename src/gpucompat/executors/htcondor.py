@@ -28,7 +28,7 @@ from ..analysis import PROBE_STAGES
 from ..errors import UserError
 from ..knowledge.tables import compat_floor, minor_series, version
 from ..model import Cell, Observation, Target
-from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, tail
+from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
 from .quoting import classad_string, condor_path, shell_comment, shell_word
 
 DAG_FILE = "sweep.dag"
@@ -95,7 +95,10 @@ def job_script(cell: Cell, probe_args: str, install_timeout: float, builds: bool
     lines = ["#!/bin/bash", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
              "touch result.json stdout.log stderr.log install.log install.failed  # every output file exists, or the job is held"]
     python = "python3"
-    if builds:
+    if builds and cell.stack.env == "container":  # the pull step: the runtime is chosen here, on the execute node
+        lines += [f"timeout {math.ceil(install_timeout)} bash install.sh > install.log 2>&1",
+                  'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi']
+    elif builds:
         lines += [
             "unset PYTHONPATH  # a built environment is tested as built",
             "if ! command -v uv > /dev/null 2>&1; then",
@@ -117,8 +120,7 @@ def job_script(cell: Cell, probe_args: str, install_timeout: float, builds: bool
             'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
         ]
         python = "./env/bin/python"
-    lines.append(f"exec {python} probe.py {probe_args} > stdout.log 2> stderr.log")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + probe_command(cell, python, "env", probe_args, redirect="> stdout.log 2> stderr.log")
 
 
 def request_values(requests: dict) -> dict[str, str]:

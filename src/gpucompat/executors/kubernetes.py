@@ -440,6 +440,17 @@ def _owned_by(pods, job) -> list:
     return [p for p in pods if not uid or any(o.uid == uid for o in p.metadata.owner_references or [])]
 
 
+def pod_image(image: str) -> str:
+    """A container stack's image as a pod names it: an OCI reference (docker:// dropped). SIF files and
+    oras:// artifacts are Apptainer's, which a kubelet cannot run."""
+    from ..envs.container import image_kind, oci_name
+
+    if image_kind(image) in ("sif", "oras"):
+        raise UserError(f"Kubernetes runs OCI images; {image[:100]!r} is Apptainer's (a SIF file or an oras:// artifact): "
+                        "run it with the local, slurm or htcondor executor.")
+    return oci_name(image)
+
+
 def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n")
 
@@ -468,6 +479,7 @@ class KubernetesExecutor:
         self.adopted: set[int] = set()  # cells whose Job an earlier run had created
         self._cells: list[int] = []  # every cell handed to submit, in order
         self._names: dict[int, str] = {}  # cell -> its Job's name
+        self._container_cells: dict[int, bool] = {}  # cell -> its stack is a container image (env "container")
         self._to_create: dict[int, dict] = {}  # cell -> manifest, once the Job of that name left from a stored result is gone
         self._since: dict[int, float] = {}  # cell -> when this executor created (or adopted) its Job
         self._stuck: dict[int, float] = {}  # cell -> since when its container cannot be pulled or created
@@ -530,8 +542,12 @@ class KubernetesExecutor:
             for stale in ("pod.log", "k8s-status.json"):  # a resumed cell starts over
                 (path / stale).unlink(missing_ok=True)
             provider = envs.provider(cell.stack.env)
-            script = provider.install_script(cell.resolved, "env", "requirements.txt", self.wheelhouse, self.offline,
-                                             uv="uv", same_machine=False)
+            image = self.image
+            if cell.stack.env == "container":  # the pod runs the stack's image itself: the kubelet pulls it, nothing is installed
+                image, script = pod_image(cell.stack.image or ""), None
+            else:
+                script = provider.install_script(cell.resolved, "env", "requirements.txt", self.wheelhouse, self.offline,
+                                                 uv="uv", same_machine=False)
             maps = [workdir / "configmap.json"]
             env_name, python = None, "python3"  # env "current": the image's own python3, as it is
             if script is not None:
@@ -545,10 +561,11 @@ class KubernetesExecutor:
                 _write_json(env_dir / "configmap.json", env)
                 maps.append(env_dir / "configmap.json")
                 python = provider.interpreter(cell.resolved, "env")
-            manifest = job_manifest(cell, sweep, self.image, self.namespace, self.timeouts, probe_map=probe["metadata"]["name"],
+            manifest = job_manifest(cell, sweep, image, self.namespace, self.timeouts, probe_map=probe["metadata"]["name"],
                                     env_map=env_name, python=python, requests=self.requests, wheelhouse=self.wheelhouse, bench=self.bench)
             _write_json(path / "job.json", manifest)
             self._maps[cell.id] = maps
+            self._container_cells[cell.id] = cell.stack.env == "container"
             jobs.append(JobDir(cell, path, path, python))
         return jobs
 
@@ -722,7 +739,13 @@ class KubernetesExecutor:
             since = self._stuck.setdefault(cell_id, now)
             if reason in PERMANENT or now - since > min(pending, STUCK_PATIENCE):
                 cause = IMAGE_CAUSE if reason in PULL_FAILURES else "scheduler"
-                what = f"the image {self.image} could not be pulled" if reason in PULL_FAILURES else "the container could not be created"
+                image = job.spec.template.spec.containers[0].image if job.spec and job.spec.template.spec.containers else self.image
+                what = f"the image {image} could not be pulled" if reason in PULL_FAILURES else "the container could not be created"
+                if reason in PULL_FAILURES and self._container_cells.get(cell_id):
+                    # the stack's own image: analysis tells "no such image or tag" (ENV_UNRESOLVABLE) from "could not pull"
+                    self._give_up(cell_id, Observation(facts={}, install_failed=True,
+                                                       install_log=f"{what}: {reason}: {waiting.message or 'no message'}"))
+                    return DONE
                 self._give_up(cell_id, Observation(facts={}, untested=(cause, f"{what}: {reason}: {waiting.message or 'no message'}")))
                 return DONE
             return WAITING

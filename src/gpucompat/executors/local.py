@@ -24,8 +24,8 @@ from .. import envs
 from ..model import Cell, Observation
 from ..resolve import uv_bin
 from ..space import cache_dir
-from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, tail
-from .quoting import shell_comment, shell_word
+from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
+from .quoting import shell_comment
 
 READY_MARKER = ".gpucompat-ready"
 CPU_ONLY_SLOTS = 2  # probes at once when no GPU is visible (none of them can reach a GPU)
@@ -39,6 +39,11 @@ POLL_S = 0.05
 WATCHDOG = ('parent=$1; shift; ( while kill -0 "$parent" 2>/dev/null && kill -0 $$ 2>/dev/null; '
             'do sleep 1; done; kill -KILL 0 ) & exec "$@"')
 PID_FILE = "job.pid"
+
+
+def _runtime(cell: Cell) -> str | None:
+    """A container stack's runtime, chosen here on the submit side (the same machine): its full path."""
+    return envs.container.local_runtime(cell.resolved) if cell.stack.env == "container" else None
 
 
 def watched(command: list[str]) -> list[str]:
@@ -115,7 +120,8 @@ class LocalExecutor:
                 "#!/bin/sh", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
                 'cd "$(dirname "$0")" || exit 70',
                 # this process watches the stages: no --stage-timeouts for the probe to arm itself
-                f"exec {shell_word(interpreter)} probe.py {probe_arguments(cell.stack.framework, self.timeouts, self.bench, stage_timeouts=False)}", ""]))
+                probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench, stage_timeouts=False),
+                              _runtime(cell))]))
             (path / "run.sh").chmod(0o755)
             jobs.append(JobDir(cell, path, env_dir, interpreter))
         return jobs
@@ -174,7 +180,8 @@ class LocalExecutor:
         provider = envs.provider(job.cell.stack.env)
         base = job.env_dir.parent / job.env_dir.name
         script = provider.install_script(job.cell.resolved, str(job.env_dir), f"{base}.requirements.txt", self.wheelhouse,
-                                         self.offline, uv=uv_bin(), same_machine=True)
+                                         self.offline, uv=uv_bin(), same_machine=True,
+                                         **({"runtime": _runtime(job.cell)} if job.cell.stack.env == "container" else {}))
         if script is None:
             return True, "", False
         job.env_dir.parent.mkdir(parents=True, exist_ok=True)

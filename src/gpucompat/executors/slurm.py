@@ -31,7 +31,7 @@ from ..errors import UserError
 from ..model import BenchSpec, Cell, Observation, Target
 from ..resolve import uv_bin
 from ..space import cache_dir
-from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, tail
+from .base import DONE, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
 from .local import READY_MARKER
 from .quoting import sbatch_directive, shell_comment, shell_word, slurm_name
 
@@ -217,9 +217,10 @@ class SlurmExecutor:
                     '  if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
                     "fi",
                 ]
-            lines.append(f"exec {shell_word(interpreter)} probe.py {probe_arguments(cell.stack.framework, self.timeouts, self.bench)} "
-                         "> stdout.log 2> stderr.log")
-            (path / "run.sh").write_text("\n".join(lines) + "\n")
+            # a container stack's runtime is chosen on the node, from what its PATH has
+            probe = probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench),
+                                  redirect="> stdout.log 2> stderr.log")
+            (path / "run.sh").write_text("\n".join(lines) + "\n" + probe)
             job = JobDir(cell, path, env_dir, interpreter)
             jobs.append(job)
             groups.setdefault((cell.target, cell_request(cell, self.bench)), []).append(job)

@@ -22,6 +22,11 @@ def install_command(framework: str, version: str, variant: str) -> str:
     return f"pip install {quoted}" + (f" --index-url {index}" if index else "")
 
 
+def image_line(image: str) -> str:
+    """What to run for an advised container stack: its image, as a plan names it."""
+    return f'env = "container"; image = "{image}"'
+
+
 def _candidates(framework: str) -> list[tuple[str, str]]:
     """(version, variant) points the knowledge can judge, newest first."""
     if framework == "torch":
@@ -82,7 +87,11 @@ def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python:
         version = row["version"].split("+")[0]
         observed.append({"source": "observed", "version": row["version"], "variant": row["variant"], "python": row["python"],
                          "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
-                         "install": install_command(framework, version, row["variant"]) if row["env"] == "uv" else None})
+                         "cuda_runtime": row.get("cuda_runtime") or None,
+                         # a container stack's answer is its image, where a uv stack's is a pip command
+                         "install": install_command(framework, version, row["variant"]) if row["env"] == "uv"
+                         else image_line(row["image"]) if row.get("image") else None,
+                         **({"image": row["image"]} if row.get("image") else {})})
     # what a sweep saw fail (it could not resolve, or it broke on this GPU class) outranks any prediction
     refuted = {(row["version"].split("+")[0], row["variant"]) for row in observed_rows
                if row["framework"] == framework and row["code"] not in ("PASS", "UNTESTED", "PENDING")

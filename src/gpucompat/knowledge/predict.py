@@ -22,6 +22,9 @@ def predict(cell: Cell) -> Prediction:
                         "ENV_UNRESOLVABLE", "resolve")
         return combine([reason], {})
     version, variant = stack.version, stack.variant
+    if stack.env == "container":  # the image's framework, CUDA and NVIDIA_REQUIRE_CUDA are learned by its probe
+        return combine([Reason("image", UNCERTAIN, f"what the image {stack.image} holds is learned only when it runs",
+                               "envs.container")], {})
     if stack.env == "current":
         found = current_env.installed(stack.framework)
         if found is None:

@@ -734,6 +734,13 @@ class CudaRuntime:
     H2D, D2H = 1, 2
 
     def _find(self):
+        # A conda environment keeps libcudart in its own lib/ (the cuda-cudart package): its prefix
+        # is where the Python that runs the probe sits, marked by conda-meta/.
+        prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+        if os.path.isdir(os.path.join(prefix, "conda-meta")):
+            found = sorted(glob.glob(os.path.join(prefix, "lib", "libcudart.so*")))
+            if found:
+                return found[-1]
         patterns = ["nvidia/cu*/lib/libcudart.so*", "nvidia/cuda_runtime/lib/libcudart.so*"]
         for base in sys.path:
             for pattern in patterns:

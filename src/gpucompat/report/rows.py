@@ -13,13 +13,13 @@ from ..model import PASS, UNTESTED
 def shown_version(row: dict) -> str:
     """The stack's version as a person reads it: a `current` env learns it only from its probe."""
     if row["version"] == "installed":
-        return row.get("probe_version") or "not installed"
+        return row.get("probe_version") or ("not known (the probe did not run)" if row.get("env") == "container" else "not installed")
     return row["version"]
 
 
 def shown_python(row: dict) -> str:
     """The Python as a person reads it: for a `current` env, the one its probe ran in."""
-    return (row.get("probe_python") or "current") if row["python"] == "current" else row["python"]
+    return (row.get("probe_python") or row["python"]) if row["python"] in ("current", "image") else row["python"]
 
 
 def display_row(row: dict) -> dict:
@@ -34,6 +34,7 @@ def display_row(row: dict) -> dict:
         "variant": row["variant"],
         "python": shown_python(row),
         "env": row["env"],
+        **({"image": row["image"]} if row.get("image") else {}),  # a container stack's image
         "gpu": row["gpu"],
         "cc": row["cc"] or "",
         "driver": row["driver"] or "",
@@ -91,16 +92,23 @@ def _version_key(text: str):
         return (1, text)
 
 
+def _seed_framework(row: dict) -> str:
+    """A conda stack's line of its own: its CUDA axis is the cuda-version (or cudatoolkit) pin the
+    environment was solved with, as in the seed's conda sweep, not a wheel's runtime."""
+    return f"{row['framework']} (conda)" if row.get("env") == "conda" else row["framework"]
+
+
 def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
     """The seed's format: one line per framework, version, compute capability (and failure),
     with the CUDA runtime versions collapsed into runs ('11.1-11.5')."""
+    rows = [{**row, "framework": _seed_framework(row)} for row in rows]
     axis: dict[str, list[str]] = {}
     for row in rows:
         axis.setdefault(row["framework"], []).append(row["cuda_runtime"])
     axis = {fw: sorted({v for v in values if v}, key=_version_key) for fw, values in axis.items()}
     groups: dict[tuple, list[str]] = {}
     for row in rows:
-        version = "-" if row["framework"] == "cuda-runtime" else row["version"]  # its version is the CUDA runtime
+        version = "-" if row["framework"].startswith("cuda-runtime") else row["version"]  # its version is the CUDA runtime
         key = (row["framework"], version, row["cc"] or "-", (row["code"], row["stage"], row["observed"]) if with_reason else None)
         groups.setdefault(key, []).append(row["cuda_runtime"] or "-")
     out = []

@@ -367,6 +367,18 @@ def explain_text(result: dict) -> list[str]:
     return lines
 
 
+def runtimes_table(runtimes: list[dict]):
+    """The container runtimes on this node (env = "container" stacks), or one line saying there are none."""
+    if not runtimes:
+        return "no container runtime on the PATH (apptainer, singularity, podman, docker): container stacks cannot run here"
+    table = Table("Runtime", "Version", "Path", "nvidia-container-cli", title="Container runtimes", title_justify="left")
+    for r in runtimes:
+        nvccli = {True: "yes (apptainer.conf)", False: "no", None: ""}[r.get("nvccli")] if r["name"] in ("apptainer", "singularity") else ""
+        version = r["version"] + (f"; daemon {r['daemon']}" if r.get("daemon") else "")
+        table.add_row(escape(r["name"]), escape(version), escape(r["path"]), nvccli)
+    return table
+
+
 def doctor_tables(result: dict) -> list:
     """The doctor's report: a summary line, then GPUs, frameworks, the CUDA environment (with
     warnings for what changes kernel loading), the CUDA libraries mapped, and verdicts with fixes."""
@@ -405,6 +417,8 @@ def doctor_tables(result: dict) -> list:
         items.append(libraries)
     else:
         items.append("no CUDA library is mapped (no libcuda here, and no framework loaded one on import)")
+    if "container_runtimes" in result:
+        items.append(runtimes_table(result["container_runtimes"]))
     if result["verdicts"]:
         verdicts = Table("Framework", "GPU", "Verdict", "Why", "Fix", title="On this machine's GPUs", title_justify="left")
         for v in result["verdicts"]:
