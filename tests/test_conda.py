@@ -138,6 +138,90 @@ def test_install_says_could_not_test_when_the_lock_needs_what_is_not_there(chann
     assert could_not_ask(proc.stderr) == "offline-cache"
 
 
+def test_a_node_without_any_conda_installer_is_untested_not_a_failed_install(channel, tmp_path):
+    resolved = resolve_one(space.expand(spec(channel))[0], PLATFORM)
+    lock = write(tmp_path / "lock.txt", conda.requirements_text(resolved))
+    bin_dir = tmp_path / "bin"  # python3 without site-packages: no py-rattler, as on most cluster nodes
+    bin_dir.mkdir()
+    write(bin_dir / "python3", f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S "$@"\n').chmod(0o755)
+    script = conda.install_script(resolved, str(tmp_path / "env"), str(lock), None, False, "uv", same_machine=False)
+    proc = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert proc.returncode == 1 and "no conda installer here" in proc.stderr
+    from gpucompat.model import Observation
+
+    outcome = analysis.classify(resolved, Observation(facts={}, install_failed=True, install_log=proc.stderr))
+    assert (outcome.code, outcome.stage, outcome.cause) == ("UNTESTED", "install", "installer")
+
+
+@pytest.mark.parametrize("log, cause", [
+    # micromamba: github.com/mamba-org/mamba/issues/3536 and #3454
+    ("critical libmamba Multiple errors occured: Download error (6) Couldn't resolve host name "
+     "[https://conda.anaconda.org/conda-forge/noarch/repodata.json]", "network"),
+    ("critical libmamba Download error (28) Timeout was reached [https://conda.anaconda.org/conda-forge/win-64/cmake-3.29.6-h400e5d1_0.conda]\n"
+     "    Operation too slow. Less than 30 bytes/sec transferred the last 60 seconds", "network"),
+    # conda: github.com/conda/conda/issues/9948
+    ("CondaHTTPError: HTTP 000 CONNECTION FAILED for url <https://conda.anaconda.org/conda-forge/linux-64/repodata.json>\n"
+     "Elapsed: -\n\nAn HTTP error occurred when trying to retrieve this URL.", "network"),
+])
+def test_conda_installers_network_failures_are_untested(log, cause):
+    from gpucompat.model import Observation, ResolvedStack, Stack
+
+    resolved = ResolvedStack(Stack("cupy", "13.3.0", "default", PY, "conda", ("cupy==13.3.0",), channels=("conda-forge",)), True)
+    outcome = analysis.classify(resolved, Observation(facts={}, install_failed=True, install_log=log))
+    assert (outcome.code, outcome.cause) == ("UNTESTED", cause)
+
+
+def test_a_solve_that_runs_out_of_time_is_untested_and_our_own_bugs_surface(channel, isolated, monkeypatch):
+    from datetime import timedelta
+
+    stack = space.expand(spec(channel))[0]
+    monkeypatch.setattr(conda, "SOLVE_TIMEOUT", timedelta(microseconds=1))
+    slow = resolve_one(stack, PLATFORM)
+    assert (slow.ok, slow.cause) == (False, "resolver") and "did not finish within" in slow.error
+    assert analysis.classify(slow, None).code == "UNTESTED"  # running out of time proves nothing about the stack
+    monkeypatch.undo()
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug of gpucompat's, not a channel that did not answer")
+
+    monkeypatch.setattr(rattler, "solve", broken)
+    with pytest.raises(TypeError, match="a bug of gpucompat's"):
+        resolve_one(stack, PLATFORM)
+
+
+def test_the_version_space_reads_the_platforms_subdir(channel, isolated):
+    # the test channel's cuda-cudart is built for linux-64 only: an aarch64 plan has none
+    assert conda.available_versions(spec(channel), platform="aarch64-manylinux_2_28") == []
+    assert conda.available_versions(spec(channel), platform=PLATFORM) == ["12.4", "12.6"]
+
+
+def test_py_rattler_downloads_under_a_name_of_its_own_in_a_shared_cache(channel, tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(channel))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        resolved = resolve_one(space.expand(spec(channel))[0], PLATFORM)
+        served = replace(resolved, pins=tuple(p.replace(channel.as_uri(), f"http://127.0.0.1:{server.server_port}") for p in resolved.pins))
+        lock = write(tmp_path / "lock.txt", conda.requirements_text(served))
+        cache = tmp_path / "pkgs"
+        for pin in served.pins:  # another job's download in progress, under the name every job used to share
+            (cache / (pin.split("#")[0].rsplit("/", 1)[1] + ".part")).mkdir(parents=True)
+        script = conda.install_script(served, str(tmp_path / "env"), str(lock), None, False, "uv", same_machine=True)
+        proc = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin", "CONDA_PKGS_DIRS": str(cache)})
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "env" / "conda-meta").glob("*.json"))) == 3
+    downloaded = [p for p in cache.iterdir() if p.is_file()]
+    assert len(downloaded) == 3 and all(p.stat().st_mode & 0o044 for p in downloaded)  # whole, and readable by the other users
+
+
 @pytest.mark.integration
 def test_a_conda_sweep_end_to_end(channel, isolated):
     plan = write(isolated / "conda.toml", f'''name = "conda-local"

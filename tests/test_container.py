@@ -104,6 +104,9 @@ def test_a_container_stack_parses_into_one_stack_that_needs_no_resolution():
     ('image = "x"\nruntime = "lxc"', "unknown runtime 'lxc'"),
     ('image = "/images/pt.sif"\nruntime = "podman"', "podman cannot run"),
     ('image = "--privileged"', "cannot start with '-'"),
+    ('image = "docker://--privileged"', "cannot start with '-'"),  # the runtime's command line gets it without docker://
+    ('image = "library://sylabs/pt:1"', "transports gpucompat runs"),
+    ('image = "x"\nchannels = ["conda-forge"]', "drop 'channels'"),
     ('image = "a b"', "no spaces"),
 ])
 def test_container_stack_mistakes_get_one_sentence(extra, said):
@@ -152,13 +155,14 @@ def test_the_probe_command_chooses_the_runtime_on_the_node_and_quotes_the_image(
 
 def test_the_pull_step_fetches_once_and_never_builds():
     script = container.install_script(resolve_one(stack(NGC), "linux"), "/cache/envs/abc", "r.txt", None, False, uv="uv", same_machine=False)
-    assert "apptainer) apptainer pull --force /cache/envs/abc/image.sif docker://nvcr.io/nvidia/pytorch:25.01-py3 ;;" in script
+    assert ("apptainer) test -s /cache/envs/abc/image.sif || apptainer pull /cache/envs/abc/image.sif "
+            "docker://nvcr.io/nvidia/pytorch:25.01-py3 ;;") in script  # pulled once, never overwritten under a running job
     assert ("podman) podman image inspect nvcr.io/nvidia/pytorch:25.01-py3 >/dev/null 2>&1 || podman pull "
             "nvcr.io/nvidia/pytorch:25.01-py3 ;;") in script
     sif = container.install_script(resolve_one(stack("/images/pt.sif"), "linux"), "/e", "r", None, False, uv="uv", same_machine=False)
     assert "test -r /images/pt.sif" in sif and "pull" not in sif
     oras = container.install_script(resolve_one(stack("oras://ghcr.io/o/pt:1"), "linux"), "/e", "r", None, False, uv="uv", same_machine=False)
-    assert "pull --force /e/image.sif oras://ghcr.io/o/pt:1" in oras
+    assert "pull /e/image.sif oras://ghcr.io/o/pt:1" in oras
     subprocess.run(["sh", "-n", "-c", script], check=True)
 
 
@@ -217,6 +221,11 @@ def test_the_condition_nvidia_container_cli_names_is_read_from_its_message():
     ("gpucompat: no container runtime (podman) on the PATH of node n1", "UNTESTED", "import", "runtime", "no container runtime"),
     ("docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
      "UNTESTED", "import", "runtime", "Cannot connect"),
+    # the toolkit's hook on a node without a driver (github.com/NVIDIA/nvidia-docker/issues/1711)
+    ("stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+     "cannot open shared object file: no such file or directory: unknown.", "NO_DEVICE", "device", None, "no usable NVIDIA driver"),
+    # no signature: the runtime or the image's python3 ended it, never a gpucompat bug (INTERNAL) nor the stack's
+    ('  File "/job/probe.py", line 12\nSyntaxError: invalid syntax', "UNTESTED", "import", "runtime", "SyntaxError: invalid syntax"),
 ])
 def test_a_runtime_that_never_started_the_probe(stderr, code, stage, cause, said):
     outcome = analysis.classify(cell().resolved, Observation(facts={}, returncode=125, stderr=stderr))
@@ -232,6 +241,9 @@ def test_a_runtime_that_never_started_the_probe(stderr, code, stage, cause, said
     ('Error: initializing source docker://nvcr.io/nvidia/pytorch:25.01-py3: pinging container registry nvcr.io: Get '
      '"https://nvcr.io/v2/": dial tcp: lookup nvcr.io: no such host', "UNTESTED", "image"),
     ("Error response from daemon: unauthorized: authentication required", "UNTESTED", "image"),
+    # Docker Hub says this of a private image without a login too: nothing is known about the tag
+    ("Error response from daemon: pull access denied for someorg/pt, repository does not exist or may require 'docker login'",
+     "UNTESTED", "image"),
 ])
 def test_a_pull_that_failed(log, code, cause):
     outcome = analysis.classify(cell().resolved, Observation(facts={}, install_failed=True, install_log=log))
@@ -249,6 +261,8 @@ def test_a_driver_too_old_inside_the_image_names_its_requirement():
     outcome = analysis.classify(cell().resolved, Observation(facts=facts, returncode=0))
     assert outcome.code == "DRIVER_TOO_OLD" and "NVIDIA_REQUIRE_CUDA asks for cuda>=12.8" in outcome.summary
     assert outcome.evidence["nvidia_require_cuda"]["satisfied"] is None  # driver 535 fits a brand's branch: the brand decides
+    facts["system"]["cuda_env"]["NVIDIA_REQUIRE_CUDA"] = "cuda-12.8"  # no condition gpucompat reads: no words added, no crash
+    assert analysis.classify(cell().resolved, Observation(facts=facts, returncode=0)).summary == outcome.summary.split("; the image's")[0]
 
 
 def test_advise_answers_a_container_stack_with_its_image_line():

@@ -154,6 +154,22 @@ def test_a_node_without_uv_is_untested_not_a_failed_install(tmp_path):
     assert outcome.code == "UNTESTED" and "uv is not on the PATH of execute node gpu7.example.org" in outcome.summary
 
 
+def test_a_conda_stack_needs_no_uv_on_the_node(tmp_path):
+    stack = Stack("cuda-runtime", "12.6", "cuda-version=12.6", "3.11", "conda", ("cuda-cudart=12.6", "cuda-version=12.6", "python=3.11"),
+                  channels=("conda-forge",))
+    pins = ResolvedStack(stack, True, ("https://conda.anaconda.org/conda-forge/noarch/cuda-version-12.6-h7480c83_3.conda#0",), "12.6")
+    executor().prepare([Cell(1, stack, A100, pins)], tmp_path)
+    cell = tmp_path / "cell-1"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write(bin_dir / "micromamba", "#!/bin/sh\necho \"micromamba $*\" >&2; exit 5\n").chmod(0o755)  # a node with micromamba, without uv
+    node = subprocess.run(["/bin/bash", "run.sh"], cwd=cell, capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOSTNAME": "gpu7.example.org"})
+    assert node.returncode == 0 and (cell / "install.failed").read_text().strip() == "5"
+    log = (cell / "install.log").read_text()
+    assert log.startswith("micromamba create --yes --prefix env --file requirements.txt") and "uv" not in log
+
+
 # -- what comes back ------------------------------------------------------------------------------
 
 JOB = "4242.000.000"

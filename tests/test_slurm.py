@@ -115,6 +115,28 @@ env = "current"
     assert all("#SBATCH --time=5" in s for s in scripts)  # install 3 min + cell 2 min
 
 
+def test_a_container_image_is_pulled_on_every_node_despite_a_shared_ready_marker(tmp_path):
+    # podman/docker keep images in each node's store: another node's marker in the shared env_root says nothing here
+    from gpucompat.executors.base import JobSettings
+    from gpucompat.executors.local import READY_MARKER
+    from gpucompat.executors.slurm import SlurmExecutor
+    from gpucompat.model import Cell, Target, Timeouts
+    from gpucompat.plan import parse_plan
+    from gpucompat.resolve import resolve_one
+    from gpucompat.space import expand
+
+    stack = expand(parse_plan('[[stacks]]\nframework = "torch"\nenv = "container"\nimage = "docker.io/library/python:3.12"\n'
+                              'runtime = "podman"\n').stacks[0])[0]
+    cell = Cell(1, stack, Target("NVIDIA A100", "8.0", declared=True), resolve_one(stack, "x86_64-manylinux_2_28"))
+    [job] = SlurmExecutor(JobSettings(Timeouts()), env_root=tmp_path / "envs").prepare([cell], tmp_path / "work")
+    job.env_dir.mkdir(parents=True)
+    (job.env_dir / READY_MARKER).write_text("written by the node that pulled first\n")
+    write(job.path / "install.sh", 'echo pulled >> pulls.txt; exit 3\n')  # a stand-in pull that fails: run.sh stops there
+    node = subprocess.run(["bash", str(job.path / "run.sh")], capture_output=True, text=True, timeout=60)
+    assert node.returncode == 0, node.stderr
+    assert (job.path / "pulls.txt").read_text() == "pulled\n" and (job.path / "install.failed").read_text().strip() == "3"
+
+
 def test_interrupting_a_sweep_cancels_its_jobs(cluster, isolated):
     fakes = isolated / "fakes" / "torch"
     fakes.mkdir(parents=True)

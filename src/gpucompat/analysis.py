@@ -189,6 +189,10 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
             refused = _container_refused(resolved, stderr, evidence)
             if refused:
                 return refused
+            if observation.returncode:  # the runtime or the image's python3 ended it before the probe wrote: not the stack's doing
+                return untested("import", "runtime", "the container exited %d before the probe reported: %s"
+                                % (observation.returncode, _first_line((stderr.strip().splitlines() or [""])[-1]) or "no output"),
+                                {**evidence, "image": resolved.stack.image})
         if observation.returncode == 0:  # the probe writes before its first stage: something ended the interpreter first
             return Outcome(Code.CRASHED.value, "import", "the process exited 0 before the probe wrote anything: something in the "
                            "environment (a sitecustomize, a .pth file, a startup hook) ended the interpreter", evidence)
@@ -219,7 +223,7 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         found = signatures.match(_stage_text(record, stderr))
         if found and found.code == code:
             evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
-        if code == Code.DRIVER_TOO_OLD.value:
+        if code == Code.DRIVER_TOO_OLD.value and resolved.stack.env == "container":
             text += _image_requirement(facts, evidence)
         return Outcome(code, stage, text, evidence)
 
@@ -274,8 +278,11 @@ def _image_requirement(facts: dict, evidence: dict) -> str:
     driver = re.search(r"\b([0-9]{3,}\.[0-9]+(?:\.[0-9]+)?)\b", system.get("proc_driver_version") or "")
     ok, clause = container.check_require(require, cuda=driver_cuda, driver=driver.group(1) if driver else None)
     evidence["nvidia_require_cuda"] = {"value": require, "satisfied": ok, "clause": clause}
-    first = ",".join(f"{k}{op}{v}" for k, op, v in container.parse_require(require)[0])
-    return "" if ok is True else f"; the image's NVIDIA_REQUIRE_CUDA asks for {first}" + (
+    alternatives = container.parse_require(require)
+    if ok is True or not alternatives:  # satisfied, or no condition gpucompat knows how to read
+        return ""
+    first = ",".join(f"{k}{op}{v}" for k, op, v in alternatives[0])
+    return f"; the image's NVIDIA_REQUIRE_CUDA asks for {first}" + (
         "" if ok is False else " or a forward-compatible driver branch for the GPU's brand")
 
 

@@ -65,7 +65,8 @@ UNTESTED_CAUSES = {
     "image": "the container image could not be pulled, or lacks what the job needs",
     "runtime": "the node has no container runtime that can run the image (apptainer, singularity, podman, docker)",
     "interrupted": "the job was stopped from outside before it finished",
-    "resolver": "uv failed without saying the stack is impossible",
+    "resolver": "the resolver (uv, or py-rattler for conda) failed or ran out of time without saying the stack is impossible",
+    "installer": "the node has no conda installer (micromamba, mamba, conda, or py-rattler for its python3)",
 }
 
 

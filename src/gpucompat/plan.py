@@ -213,20 +213,24 @@ def _conda_stack(table: dict, where: str, framework: str, versions, pythons: tup
 
 def _container_stack(table: dict, where: str, framework: str) -> StackSpec:
     """env = "container": the image decides the version and the Python; nothing is installed into it."""
-    from .envs.container import RUNTIMES
+    from .envs.container import RUNTIMES, image_kind
 
-    for key in ("versions", "python", "variants"):
+    for key in ("versions", "python", "variants", "channels"):
         if key in table:
             raise UserError(f"{where}: a container stack tests the {framework} its image holds; drop {key!r}.")
     if "image" not in table:
         raise UserError(f"{where}: 'image' is missing (e.g. \"docker://nvcr.io/nvidia/pytorch:25.01-py3\", an oras:// reference, a .sif path, or a local image name).")
     image = text_value(table["image"], f"{where} image", limit=500)
-    if image.startswith("-") or any(c.isspace() for c in image):
+    reference = image.split("://", 1)[-1]  # what the runtime's command line gets after the transport is dropped
+    if image.startswith("-") or reference.startswith("-") or any(c.isspace() for c in image):
         raise UserError(f"{where}: {image[:60]!r} is not an image reference (no spaces, and it cannot start with '-').")
+    if "://" in image and not image.startswith(("docker://", "oras://")):
+        raise UserError(f"{where}: {image[:60]!r}: the image transports gpucompat runs are docker:// and oras:// "
+                        "(or a .sif path, or a local image name).")
     runtime = table.get("runtime")
     if runtime is not None and runtime not in RUNTIMES:
         raise UserError(f"{where}: unknown runtime {str(runtime)[:40]!r}; expected one of: {', '.join(RUNTIMES)}.")
-    if runtime in ("podman", "docker") and (image.endswith(".sif") or image.startswith("oras://")):
+    if runtime in ("podman", "docker") and image_kind(image) in ("sif", "oras"):
         raise UserError(f"{where}: {runtime} cannot run {image[:60]!r} (a SIF or ORAS image); use apptainer or singularity.")
     return StackSpec(framework, "installed", ("installed",), ("image",), "container", image=image, runtime=runtime)
 

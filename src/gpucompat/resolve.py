@@ -28,13 +28,21 @@ _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
 # in order; each is tested with a real uv in tests/test_uv_causes.py.
 _COULD_NOT_ASK = (
     ("disk", re.compile(r"No space left on device|Disk quota exceeded|os error 28\b|os error 122\b", re.I)),
+    # envs/conda.py's INSTALLER on a node with no micromamba, mamba, conda nor py-rattler (its own words)
+    ("installer", re.compile(r"no conda installer here", re.I)),
     ("python-download", re.compile(r"python-build-standalone|No interpreter found for Python|No download found for request"
                                    r"|managed Python download|Failed to download .*cpython", re.I)),
     ("offline-cache", re.compile(r"network was disabled|not found in the cache|Network connectivity is disabled", re.I)),
     ("wheelhouse", re.compile(r"not found in the provided package locations", re.I)),
     ("index", re.compile(r"Connection refused|HTTP status server error|status code 5[0-9][0-9]|Hash mismatch", re.I)),
     ("network", re.compile(r"dns error|error resolving DNS|tcp connect error|timed out|Connection reset|certificate|tls handshake"
-                           r"|error sending request|Request failed after|network is unreachable|No route to host", re.I)),
+                           r"|error sending request|Request failed after|network is unreachable|No route to host"
+                           # micromamba (libcurl's words): "Download error (6) Couldn't resolve host name",
+                           # github.com/mamba-org/mamba/issues/3536; "Download error (28) Timeout was reached",
+                           # github.com/mamba-org/mamba/issues/3454
+                           r"|Download error \([0-9]+\) (?:Couldn't resolve host|Timeout was reached|Couldn't connect)"
+                           # conda: "CondaHTTPError: HTTP 000 CONNECTION FAILED for url", github.com/conda/conda/issues/11367
+                           r"|HTTP 000 CONNECTION FAILED", re.I)),
 )
 
 

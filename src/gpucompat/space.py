@@ -132,14 +132,14 @@ def _cuda_series(offline: bool) -> list[Version]:
     return sorted(series)
 
 
-def _expand_conda(spec: StackSpec, offline: bool) -> list[Stack]:
+def _expand_conda(spec: StackSpec, offline: bool, platform: str) -> list[Stack]:
     """A conda stack: versions from its channels' repodata (the seed's `conda search`), conda match specs."""
     from .envs import conda
 
     versions = list(spec.versions) if isinstance(spec.versions, tuple) else None
     if versions is None:
         available = []
-        for text in conda.available_versions(spec, offline):
+        for text in conda.available_versions(spec, offline, platform):
             try:
                 available.append(Version(text))
             except InvalidVersion:  # conda allows versions PEP 440 does not ("1.0.0_1"): not in a range
@@ -159,14 +159,14 @@ def _query_name(spec: StackSpec) -> str:
     return spec.framework
 
 
-def expand(spec: StackSpec, offline: bool = False) -> list[Stack]:
-    """Every Stack a [[stacks]] table means: versions x variants x Pythons."""
+def expand(spec: StackSpec, offline: bool = False, platform: str = "x86_64-manylinux_2_28") -> list[Stack]:
+    """Every Stack a [[stacks]] table means: versions x variants x Pythons (conda's from `platform`'s subdir)."""
     if spec.env == "current":
         return [Stack(spec.framework, "installed", "installed", "current", "current")]
     if spec.env == "container":  # the image decides version and Python: its probe says which
         return [Stack(spec.framework, "installed", "installed", "image", "container", image=spec.image, runtime=spec.runtime)]
     if spec.env == "conda":
-        return _expand_conda(spec, offline)
+        return _expand_conda(spec, offline, platform)
     if isinstance(spec.versions, tuple):
         versions = list(spec.versions)
     else:

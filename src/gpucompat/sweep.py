@@ -102,7 +102,7 @@ def plan_stacks(spec: SweepSpec, options: RunOptions) -> list:
     offline = options.offline or spec.offline
     stacks, seen = [], set()
     for stack_spec in spec.stacks:
-        for stack in space.expand(stack_spec, offline):
+        for stack in space.expand(stack_spec, offline, spec.platform):
             if stack.key not in seen:
                 seen.add(stack.key)
                 stacks.append(stack)

@@ -105,16 +105,16 @@ def _channel_error(exc: Exception, channels: tuple[str, ...]) -> UserError:
                      "(file://...) or give exact versions.")
 
 
-def available_versions(spec: StackSpec, offline: bool = False) -> list[str]:
-    """Every version of the framework's package in the stack's channels (linux-64 and noarch), as
-    the seed's `conda search` listed them; cuda-runtime's as CUDA minor series."""
+def available_versions(spec: StackSpec, offline: bool = False, platform: str = "x86_64-manylinux_2_28") -> list[str]:
+    """Every version of the framework's package in the stack's channels (the platform's subdir and
+    noarch), as the seed's `conda search` listed them; cuda-runtime's as CUDA minor series."""
     import asyncio  # here, not at the top: envs is imported by commands that must start fast
 
     module = rattler()
     package = PACKAGES[spec.framework]
     try:
         with _SOLVING:
-            found = asyncio.run(_gateway(offline).query(list(spec.channels), ["linux-64", "noarch"], [package], recursive=False))
+            found = asyncio.run(_gateway(offline).query(list(spec.channels), [subdir(platform), "noarch"], [package], recursive=False))
     except module.exceptions.GatewayError as exc:
         raise _channel_error(exc, spec.channels) from None
     versions = {str(record.version) for records in found for record in records}
@@ -161,8 +161,11 @@ def resolve(stack: Stack, platform: str, offline: bool = False) -> ResolvedStack
                 list(stack.channels), list(stack.requirements), gateway=_gateway(offline),
                 platforms=[subdir(platform), "noarch"], virtual_packages=virtual_packages(stack, platform), timeout=SOLVE_TIMEOUT))
     except module.exceptions.SolverError as exc:
+        if "Solve operation has been cancelled" in str(exc):  # SOLVE_TIMEOUT ran out (py-rattler 0.28's words): no proof that there is no solution
+            return ResolvedStack(stack, ok=False, error=f"the conda solve did not finish within "
+                                 f"{SOLVE_TIMEOUT.total_seconds():.0f} s ({str(exc).strip()[:200]})", cause="resolver")
         return ResolvedStack(stack, ok=False, error=f"conda cannot solve it: {str(exc).strip()[-4000:]}")
-    except Exception as exc:  # noqa: BLE001  (the gateway's and the network's errors: the channels did not answer)
+    except (module.exceptions.GatewayError, module.exceptions.FetchRepoDataError, OSError) as exc:  # the channels did not answer
         text = f"{type(exc).__name__}: {exc}"[-4000:]
         cause = could_not_ask(text) or ("offline-cache" if offline else "index")
         return ResolvedStack(stack, ok=False, error=text, cause=cause)
@@ -177,7 +180,7 @@ def resolve(stack: Stack, platform: str, offline: bool = False) -> ResolvedStack
 # @EXPLICIT lock into the prefix. Standard library and rattler only; errors in the words
 # analysis.could_not_ask reads (offline cache, network, hash mismatch) so they say "could not test".
 INSTALLER = r'''
-import asyncio, hashlib, os, sys, traceback, urllib.parse, urllib.request
+import asyncio, hashlib, os, shutil, sys, tempfile, traceback, urllib.parse, urllib.request
 lock, prefix, cache = sys.argv[1:4]
 offline = "--offline" in sys.argv[4:]
 cache = (os.environ.get("CONDA_PKGS_DIRS") or "").split(",")[0] or cache
@@ -192,6 +195,7 @@ def leave(code, message=""):
 try:
     import rattler
 except ImportError:
+    # "no conda installer here": the words resolve._COULD_NOT_ASK maps to the cause "installer"
     leave(1, "error: no conda installer here: put micromamba, mamba or conda on PATH, or install py-rattler for " + sys.executable)
 
 def fetch(url, md5):
@@ -205,11 +209,20 @@ def fetch(url, md5):
             if offline:
                 leave(1, "error: offline, and %s was not found in the cache %s" % (name, cache))
             os.makedirs(cache, exist_ok=True)
+            # a name of its own in the cache (jobs share CONDA_PKGS_DIRS), renamed whole; a timeout so a
+            # stalled server ends in words, not in the install timeout
+            handle, part = tempfile.mkstemp(dir=cache, prefix=name + ".", suffix=".part")
             try:
-                urllib.request.urlretrieve(url, path + ".part")
-            except OSError as exc:
+                with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=120) as answer:
+                    shutil.copyfileobj(answer, out)
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(part, 0o666 & ~umask)  # not mkstemp's 0600: the other users of a shared cache read it too
+                os.replace(part, path)
+            except OSError as exc:  # URLError and socket.timeout are OSErrors
+                if os.path.exists(part):
+                    os.unlink(part)
                 leave(1, "error sending request for url %s: %s" % (url, exc))
-            os.replace(path + ".part", path)
     with open(path, "rb") as handle:
         digest = hashlib.md5(handle.read()).hexdigest()
     if md5 and digest != md5:

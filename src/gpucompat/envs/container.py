@@ -142,7 +142,9 @@ def _pull_words(runtime: str, image: str, env_dir: str) -> str:
         if image_kind(image) == "sif":
             return f"test -r {shell_word(image)} || {{ echo {shell_word(f'FATAL: image file {image} not found')} >&2; exit 1; }}"
         sif = shell_word(f"{env_dir}/{SIF_NAME}")
-        return f"{quoted} pull --force {sif} {shell_word(sif_source(image))}"
+        # once per image: a SIF already pulled (by another job on another node, the environment being shared) is
+        # used as it is, never overwritten under a running container
+        return f"test -s {sif} || {quoted} pull {sif} {shell_word(sif_source(image))}"
     name_ = shell_word(oci_name(image))
     return f"{quoted} image inspect {name_} >/dev/null 2>&1 || {quoted} pull {name_}"
 
@@ -175,15 +177,16 @@ def interpreter(resolved: ResolvedStack, env_dir: Path | str) -> str:
 # Real messages: docker "manifest for X not found: manifest unknown: manifest unknown" (e.g.
 # github.com/ivangabriele/dockfish/issues/13), apptainer/singularity "FATAL: Unable to pull docker://...:
 # ... manifest unknown: manifest unknown" (github.com/apptainer/singularity/issues/2825), podman
-# "reading manifest X in Y: manifest unknown", docker "repository does not exist".
-NO_SUCH_IMAGE = re.compile(r"manifest unknown|name unknown|repository does not exist|not found: manifest", re.I)
+# "reading manifest X in Y: manifest unknown". Docker Hub's "pull access denied for X, repository does not
+# exist or may require 'docker login'" is left out: it says the same for a private image without a login.
+NO_SUCH_IMAGE = re.compile(r"manifest unknown|name unknown|not found: manifest", re.I)
 # The job started but the runtime could not run the image as the job needs it: no verdict on the stack.
 # podman/crun: "executable file `python3` not found in $PATH"; apptainer: "\"python3\": executable file not
 # found in $PATH"; podman --pull=never: "Error: X: image not known"; docker: "No such image".
 IMAGE_UNUSABLE = (
     (re.compile(r"python3.{0,3}:? executable file not found|executable file `?python3`? not found", re.I),
      "the image has no python3 on its PATH (the probe needs CPython 3.8+ in the image)"),
-    (re.compile(r"image not known|No such image|image file .* not found|could not open image", re.I),
+    (re.compile(r"image not known|No such image|could not open image", re.I),
      "the runtime does not have the image (it was removed after it was pulled, or never pulled)"),
 )
 

@@ -98,6 +98,11 @@ def job_script(cell: Cell, probe_args: str, install_timeout: float, builds: bool
     if builds and cell.stack.env == "container":  # the pull step: the runtime is chosen here, on the execute node
         lines += [f"timeout {math.ceil(install_timeout)} bash install.sh > install.log 2>&1",
                   'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi']
+    elif builds and cell.stack.env == "conda":  # install.sh finds its own installer (micromamba, mamba, conda, py-rattler): no uv
+        lines += ["unset PYTHONPATH  # a built environment is tested as built",
+                  f"timeout {math.ceil(install_timeout)} bash install.sh > install.log 2>&1",
+                  'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi']
+        python = "./env/bin/python"
     elif builds:
         lines += [
             "unset PYTHONPATH  # a built environment is tested as built",

@@ -119,8 +119,10 @@ class LocalExecutor:
             (path / "run.sh").write_text("\n".join([
                 "#!/bin/sh", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
                 'cd "$(dirname "$0")" || exit 70',
-                # this process watches the stages: no --stage-timeouts for the probe to arm itself
-                probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench, stage_timeouts=False),
+                # this process watches the stages: no --stage-timeouts for the probe to arm itself, but in a
+                # Podman/Docker container, which outlives its killed client, the probe arms them as well
+                probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench,
+                                                                               stage_timeouts=cell.stack.env == "container"),
                               _runtime(cell))]))
             (path / "run.sh").chmod(0o755)
             jobs.append(JobDir(cell, path, env_dir, interpreter))

@@ -208,15 +208,23 @@ class SlurmExecutor:
                 (path / "install.sh").write_text(script)
                 (path / "requirements.txt").write_text(provider.requirements_text(cell.resolved))
                 ready, lock = shell_word(env_dir / READY_MARKER), shell_word(str(env_dir) + ".lock")
-                lines += [
-                    f"mkdir -p {shell_word(env_dir.parent)}",
-                    f"if [ ! -e {ready} ]; then",
-                    f"  ( flock 9; [ -e {ready} ] || {{ timeout {math.ceil(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
-                    f"9> {lock} > install.log 2>&1",
-                    "  status=$?",
-                    '  if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
-                    "fi",
-                ]
+                lines.append(f"mkdir -p {shell_word(env_dir.parent)}")
+                if cell.stack.env == "container":
+                    # podman and docker keep images in each node's own store: a marker in the shared env_root
+                    # would make the other nodes skip the pull. install.sh is idempotent (inspect || pull).
+                    lines += [
+                        f"( flock 9; timeout {math.ceil(self.timeouts.install)} sh install.sh ) 9> {lock} > install.log 2>&1",
+                        'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
+                    ]
+                else:
+                    lines += [
+                        f"if [ ! -e {ready} ]; then",
+                        f"  ( flock 9; [ -e {ready} ] || {{ timeout {math.ceil(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
+                        f"9> {lock} > install.log 2>&1",
+                        "  status=$?",
+                        '  if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
+                        "fi",
+                    ]
             # a container stack's runtime is chosen on the node, from what its PATH has
             probe = probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench),
                                   redirect="> stdout.log 2> stderr.log")
