@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -272,8 +273,10 @@ def test_advise_answers_a_container_stack_with_its_image_line():
            "image": NGC, "gpu": "NVIDIA H100 80GB HBM3", "cc": "9.0", "driver": "570.124.06", "code": "PASS", "stage": "compute",
            "warnings": [], "cuda_runtime": "12.8", "sweep": 3}
     observed = advise("torch", None, "9.0", "570.124.06", None, [row])["observed"]
-    assert observed[0]["install"] == 'env = "container"; image = "docker://nvcr.io/nvidia/pytorch:25.01-py3"'
+    assert observed[0]["install"] == '{ env = "container", image = "docker://nvcr.io/nvidia/pytorch:25.01-py3" }'
     assert observed[0]["image"] == NGC
+    odd = advise("torch", None, "9.0", "570.124.06", None, [{**row, "image": 'reg.example/a"b:1'}])["observed"][0]["install"]
+    assert tomllib.loads("stack = " + odd)["stack"]["image"] == 'reg.example/a"b:1'  # valid TOML, the value escaped
 
 
 # -- a real Podman run ---------------------------------------------------------------------------------

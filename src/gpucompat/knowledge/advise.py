@@ -3,6 +3,8 @@ first and predictions second (each says which), with the exact install command."
 
 from __future__ import annotations
 
+import json
+
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UserError
@@ -23,8 +25,9 @@ def install_command(framework: str, version: str, variant: str) -> str:
 
 
 def image_line(image: str) -> str:
-    """What to run for an advised container stack: its image, as a plan names it."""
-    return f'env = "container"; image = "{image}"'
+    """What to run for an advised container stack: the plan's stack as an inline TOML table (a JSON
+    string is a valid TOML basic string, escapes and all)."""
+    return f'{{ env = "container", image = {json.dumps(image)} }}'
 
 
 def _candidates(framework: str) -> list[tuple[str, str]]:
