@@ -82,8 +82,8 @@ def _run_image(runtime: str, image: str, env_dir: str) -> str:
 
 
 def run_words(runtime: str, image: str, env_dir: str) -> list[str]:
-    """The command that runs `python3` in the image with a GPU, each item one shell word. Items
-    starting with '$' are shell expansions written unquoted on purpose (the job directory, the uid);
+    """The command that runs `python3` in the image with a GPU, each item one shell word. The items in
+    EXPANDED are the job shell's own expansions (the job directory, the uid), written as they are;
     everything else is quoted by the caller. The job directory is bound at its own path."""
     name = _name(runtime)
     target = _run_image(runtime, image, env_dir)
