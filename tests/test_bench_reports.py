@@ -465,3 +465,26 @@ def test_terminal_table_shows_processes_and_the_loss_or_efficiency():
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert "×4" in narrow and "Processes" in narrow  # merged into the measurement: 'matmul, GPU shared ×4'
     assert "Processes" not in render_text(bench_table(sweep_figures(3) + [SHARED[0], SCALED[0]]), 240)  # only where N > 1
+
+
+def test_html_report_shows_the_profiling_windows_of_a_recorded_gpu_run():
+    """The H200 run's store (docs/evidence/profile-frameworks-h200x2): torch's and JAX's windows, their step
+    times, cost and top kernels, as stored; a kernel name that is markup stays text."""
+    from pathlib import Path
+
+    from gpucompat.store import Store
+
+    db = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "profile-frameworks-h200x2" / "profile.db"
+    store = Store(f"sqlite:///{db}", readonly=True)
+    profiles = store.profiles(2)
+    assert [(p["cell"], p["framework"]) for p in profiles] == [(3, "torch"), (4, "jax")]
+    html = render(store.sweep(2), store.result_rows(2), store.bench_rows(2), profiles=profiles)
+    section = html[html.index('id="profiles"'):]
+    assert "gemm_fusion_dot" in section and "aten::addmm" in section
+    assert "cost to the steps after it +0.6 %" in section  # torch, CUPTI torn down: result 4's overhead_outside
+    assert "10 steps from step 50" in section and section.count('class="bench profile-kernels"') == 2
+    evil = [{**profiles[0], "profile": {**profiles[0]["profile"], "top_kernels": [{"kernel": EVIL, "share": 1.0, "device_us": 5}]}}]
+    html = render(store.sweep(2), [], [], profiles=evil)
+    assert "<script" not in html.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    broken = [{**profiles[0], "profile": {"error": {"type": "RuntimeError", "message": "CUPTI_ERROR_NOT_INITIALIZED"}}}]
+    assert "The profiler could not run: CUPTI_ERROR_NOT_INITIALIZED" in render(store.sweep(2), [], [], profiles=broken)

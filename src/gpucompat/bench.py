@@ -68,7 +68,7 @@ def present(row: dict) -> dict:
 
 
 def present_telemetry(series: dict) -> dict:
-    """A cell's NVML samples (Store.telemetry) with the stack's version as reports show it."""
+    """A cell's bench record (Store.telemetry's samples, Store.profiles' window) with the stack's version as reports show it."""
     return {**series, "version": shown_version(series)}
 
 

@@ -493,7 +493,8 @@ def report(
 
     rows = _bench_rows(store, sweep_id)
     html = render(store.sweep(sweep_id), store.result_rows(sweep_id), rows,
-                  [present_telemetry(series) for series in store.telemetry(sweep_id)], _mig_reference(store, sweep_id, rows))
+                  [present_telemetry(series) for series in store.telemetry(sweep_id)], _mig_reference(store, sweep_id, rows),
+                  [present_telemetry(p) for p in store.profiles(sweep_id)])
     try:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:

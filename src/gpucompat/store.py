@@ -602,21 +602,27 @@ class Store:
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    def telemetry(self, sweep_id: int) -> list[dict]:
-        """NVML's samples taken while each cell's bench ran (cells without any are left out)."""
+    def _bench_fact(self, sweep_id: int, fact: str) -> list[dict]:
+        """One fact of each cell's bench stage (the database extracts it from the probe's JSON), with the cell's stack and GPU."""
         query = (
             sa.select(cells.c.id.label("cell"), stacks.c.framework, stacks.c.version, targets.c.name.label("gpu"),
-                      _import_fact("version").label("probe_version"),
-                      results.c.probe["stages"]["bench"]["facts"]["telemetry"].label("telemetry"))
+                      _import_fact("version").label("probe_version"), results.c.probe["stages"]["bench"]["facts"][fact].label(fact))
             .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
                          .join(results, results.c.cell_id == cells.c.id))
             .where(cells.c.sweep_id == sweep_id).order_by(cells.c.id)
         )
         with self._read() as conn:
-            rows = conn.execute(query).mappings().all()
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+    def telemetry(self, sweep_id: int) -> list[dict]:
+        """NVML's samples taken while each cell's bench ran (cells without any are left out)."""
         return [{"cell": r["cell"], "framework": r["framework"], "gpu": r["gpu"], "version": r["version"], "probe_version": r["probe_version"],
                  "columns": r["telemetry"]["columns"], "samples": r["telemetry"]["samples"]}
-                for r in rows if isinstance(r["telemetry"], dict) and r["telemetry"].get("samples")]
+                for r in self._bench_fact(sweep_id, "telemetry") if isinstance(r["telemetry"], dict) and r["telemetry"].get("samples")]
+
+    def profiles(self, sweep_id: int) -> list[dict]:
+        """Each cell's profiling window (the probe's record: step times, top kernels, the trace kept), where one ran."""
+        return [r for r in self._bench_fact(sweep_id, "profile") if isinstance(r["profile"], dict)]
 
     def result_rows(self, sweep_id: int | None) -> list[dict]:
         """One flat row per cell with its verdict (None where it has none yet); every sweep's if None."""

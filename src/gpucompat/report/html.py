@@ -32,12 +32,43 @@ def _row(raw: dict) -> dict:
     return row
 
 
-def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, mig_reference: list[dict] = ()) -> dict | None:
+def _milliseconds(seconds) -> str:
+    return f"{seconds * 1000:.2f} ms" if isinstance(seconds, (int, float)) else "–"
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _profiles(profiles: list[dict]) -> list[dict]:
+    """Each cell's profiling window as the report shows it: step times, what the window cost the steps
+    outside it, and its top kernels with their share of device time (the bars' widths are our numbers)."""
+    shown = []
+    for p in profiles:
+        window = p["profile"]
+        label = f"cell {p.get('cell', '?')}: {p.get('framework') or ''} {p.get('version') or ''} on {p.get('gpu') or ''}"
+        if window.get("error"):
+            shown.append({"label": label, "error": str(window["error"].get("message") if isinstance(window["error"], dict) else window["error"])[:300]})
+            continue
+        cost = window.get("overhead_outside")
+        shown.append({"label": label, "steps": f"{window.get('steps')} steps from step {window.get('start')}",
+                      "times": [("before", _milliseconds(window.get("step_s_before"))), ("inside", _milliseconds(window.get("step_s_inside"))),
+                                ("after", _milliseconds(window.get("step_s_after"))), ("control", _milliseconds(window.get("step_s_control")))],
+                      "cost": f"{cost * 100:+.1f} %" if isinstance(cost, (int, float)) else "–",
+                      "trace": f"{window.get('trace_bytes') or 0:,} bytes" + ("" if window.get("trace") else " (not kept)"),
+                      "kernels": [{"name": str(k.get("kernel")), "short": _shortened(str(k.get("kernel")), 100),
+                                   "share": f"{100 * float(k.get('share') or 0):.1f}",
+                                   "device_us": f"{float(k.get('device_us') or 0):,.1f}"} for k in window.get("top_kernels") or []]})
+    return shown
+
+
+def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, mig_reference: list[dict] = (),
+           profiles: list[dict] = ()) -> dict | None:
     """The Benchmarks section: the charts (inline SVG, escaped by bench.py) and every figure of a workload
     alone on one GPU; the figures of N processes sharing one GPU and of training over N GPUs in their own
     sub-sections (never mixed into the plain chart and table), each MIG instance's figures against the whole
     GPU's (from this sweep or `mig_reference`, other sweeps' figures), and NVML's telemetry per cell."""
-    if not bench_rows and not telemetry:
+    if not bench_rows and not telemetry and not profiles:
         return None
     from . import bench
 
@@ -59,14 +90,15 @@ def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, m
             "trend_dtype": dtype, "summary": bench.bench_summary(plain),
             "sharing": bench.sharing_chart(shared), "shared_count": len(shared), "mig": bench.mig_table(rows, mig_reference),
             "scaling": bench.scaling_chart(scaling), "scaling_table": bench.scaling_table(scaling),
-            "telemetry": series}
+            "telemetry": series, "profiles": _profiles(list(profiles))}
 
 
 def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = None, telemetry: list[dict] | None = None,
-           mig_reference: list[dict] = ()) -> str:
+           mig_reference: list[dict] = (), profiles: list[dict] = ()) -> str:
     """The report of one sweep; `bench_rows` (store.bench_rows, as bench.present shows them) adds its benchmark
     figures, `telemetry` (store.telemetry) NVML's samples of each cell while its bench ran, `mig_reference`
-    other sweeps' figures of whole GPUs that this sweep's MIG instances are set against."""
+    other sweeps' figures of whole GPUs that this sweep's MIG instances are set against, `profiles` (store.profiles)
+    each cell's profiling window."""
     rows = [_row(r) for r in raw_rows]
     done = [r for r in rows if r["code"] != "PENDING"]
     valid = [r for r in done if r["code"] == PASS]
@@ -90,4 +122,4 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
               "surprises": sum(r["surprise"] for r in rows), "predicted": sum(1 for r in done if r["observed"] is False)}
     return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices,
                            surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
-                           untested=untested, bench=_bench(bench_rows, telemetry, mig_reference))
+                           untested=untested, bench=_bench(bench_rows, telemetry, mig_reference, profiles))
