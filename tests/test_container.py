@@ -1,10 +1,12 @@
 """Container stacks (env = "container"): plan keys, the exact command lines every executor writes,
-NVIDIA_REQUIRE_CUDA on real image values, the runtimes' real error messages, and a real Podman run.
+NVIDIA_REQUIRE_CUDA on real image values, the runtimes' real error messages, and real Podman and Docker runs.
 
 The Podman tests build a Debian image here with no registry (debootstrap from Debian's own
 mirror: python3 and Debian's non-free libcudart11.0, so the probe's import rung passes and the
 device rung meets no driver), import it with `podman import`, and run a real sweep cell in it.
 They skip, saying why, where podman, debootstrap or root are missing; .ci/run installs them.
+The Docker test starts its own dockerd (Debian's docker.io) for the session, on its own socket and
+directories, loads the same image into it (`podman save`, no registry) and stops the daemon at the end.
 """
 
 import json
@@ -13,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -330,9 +333,9 @@ def _image_id() -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def _sweep(isolated, env, framework="cuda-runtime", image=IMAGE) -> dict:
+def _sweep(isolated, env, framework="cuda-runtime", image=IMAGE, runtime="podman") -> dict:
     plan = write(isolated / "plan.toml", f'name = "containers"\n[[stacks]]\nframework = "{framework}"\nenv = "container"\n'
-                                         f'image = "{image}"\nruntime = "podman"\n')
+                                         f'image = "{image}"\nruntime = "{runtime}"\n')
     proc = run_cli("sweep", str(plan), env=env, timeout=300)
     assert proc.returncode in (0, 1, 4), proc.stderr  # 1: a broken stack, 4: an untested cell
     data = json.loads(run_cli("results", "--format", "json", check=0).stdout)
@@ -380,3 +383,110 @@ def test_podman_without_a_cdi_spec_refuses_the_gpu(isolated, podman_image):
 def test_an_image_podman_cannot_pull_is_untested(isolated, podman_image):
     row = _sweep(isolated, podman_image, image="localhost:1/gpucompat/no-such-image:1")  # nothing listens there: no registry answers
     assert (row["code"], row["cause"]) == ("UNTESTED", "image"), row
+
+
+# -- a real Docker run -----------------------------------------------------------------------------------
+
+def _docker_client() -> str | None:
+    """The engine's own client (Debian's docker.io: /usr/sbin/dockerd, /usr/bin/docker), so that client and
+    daemon are of one release; else the first docker on the PATH."""
+    dockerd = Path(shutil.which("dockerd") or "/nonexistent").resolve()
+    for candidate in (dockerd.with_name("docker"), dockerd.parent.parent / "bin" / "docker"):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("docker")
+
+
+def _stop(daemon: subprocess.Popen, root: Path) -> None:
+    """Stop the test's dockerd (it stops the containerd it started) and drop its layers (hundreds of MB)."""
+    daemon.terminate()
+    try:
+        daemon.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
+    # dockerd bind-mounts its data root onto itself (os.path.ismount cannot see that) and, where it fails to start
+    # (a storage driver the kernel refuses), leaves that mount behind: unmount until none is left
+    for _ in range(4):
+        if subprocess.run(["umount", "--lazy", str(root / "data")], capture_output=True).returncode != 0:
+            break
+    shutil.rmtree(root / "data", ignore_errors=True)
+
+
+def _start_dockerd(dockerd: str, docker: list[str], root: Path, socket: str, driver: str | None):
+    """dockerd on its own configuration file, socket, data and exec roots; (the daemon, None) once it answers,
+    else (None, why)."""
+    config = root / "daemon.json"  # not /etc/docker/daemon.json: nothing of a system daemon's settings
+    config.write_text("{}\n")
+    command = [dockerd, "--config-file", str(config), "--host", socket, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+               "--pidfile", str(root / "docker.pid"), "--iptables=false", "--ip6tables=false", "--bridge=none",
+               *([f"--storage-driver={driver}"] if driver else [])]
+    log_path = root / f"dockerd-{driver or 'default'}.log"
+    with open(log_path, "w") as log:
+        daemon = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while subprocess.run([*docker, "version"], capture_output=True).returncode != 0:
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            _stop(daemon, root)
+            return None, f"dockerd cannot start on this machine: {log_path.read_text().strip()[-400:]}"
+        time.sleep(0.5)
+    return daemon, None
+
+
+@pytest.fixture(scope="session")
+def docker_daemon(tmp_path_factory, podman_image):
+    """A dockerd of this test session only: its own (empty) configuration file, socket, data and exec roots, no bridge and no iptables
+    (the cells run with --network=none). Its own choice of storage driver (overlay2 where the kernel
+    allows it), else vfs (any file system, nested ones too, but it copies the image for each container).
+    The podman test image is loaded into it (`podman save`: the same image ID, no registry). Yields the
+    environment a sweep needs (DOCKER_HOST, and a PATH whose `docker` is the engine's client)."""
+    dockerd, client = shutil.which("dockerd"), _docker_client()
+    if not dockerd or not client:
+        pytest.skip("Docker's engine is not installed (apt-get install docker.io; .ci/run does)")
+    root = tmp_path_factory.mktemp("dockerd")
+    socket = f"unix://{root / 'docker.sock'}"
+    docker = [client, "--host", socket]
+    archive = root / "image.tar"
+    subprocess.run(["podman", "save", "--format", "docker-archive", "-o", str(archive), IMAGE], check=True, capture_output=True)
+    daemon, why = None, ""
+    for driver in (None, "vfs"):
+        daemon, why = _start_dockerd(dockerd, docker, root, socket, driver)
+        if daemon is None:
+            continue
+        subprocess.run([*docker, "load", "-i", str(archive)], check=True, capture_output=True)
+        proc = subprocess.run([*docker, "run", "--rm", "--network=none", IMAGE, "python3", "-c", "print(1)"], capture_output=True, text=True)
+        if proc.returncode == 0:
+            break
+        why = f"dockerd cannot run a container on this machine: {proc.stderr.strip()[-300:]}"
+        _stop(daemon, root)
+        daemon = None
+    archive.unlink()
+    if daemon is None:
+        pytest.skip(why)
+    try:
+        bin_dir = root / "bin"  # only `docker` put first on the PATH: nothing else of its directory shadows this environment's tools
+        bin_dir.mkdir()
+        (bin_dir / "docker").symlink_to(client)
+        yield {"DOCKER_HOST": socket, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "docker": docker,
+               "client": str(bin_dir / "docker")}
+    finally:
+        _stop(daemon, root)
+
+
+@pytest.mark.integration
+def test_docker_without_the_nvidia_toolkit_refuses_the_gpu(isolated, docker_daemon):
+    """A real sweep cell with `runtime = "docker"` against a real Docker engine with no NVIDIA Container
+    Toolkit: the daemon's own refusal of `--gpus all` is NO_DEVICE, naming the missing hook."""
+    docker = docker_daemon["docker"]
+    inspect = [*docker, "image", "inspect", "--format", "{{.Id}}", IMAGE]
+    if shutil.which("nvidia-container-runtime-hook"):  # what `--gpus` runs where the toolkit is installed
+        pytest.skip("the NVIDIA Container Toolkit is installed here; the test is for an engine without it")
+    before = subprocess.run(inspect, capture_output=True, text=True, check=True).stdout.strip()
+    row = _sweep(isolated, {k: docker_daemon[k] for k in ("DOCKER_HOST", "PATH")}, runtime="docker")
+    assert (row["code"], row["stage"], row["env"], row["image"]) == ("NO_DEVICE", "device", "container", IMAGE), row
+    assert 'could not select device driver "" with capabilities: [[gpu]]' in row["reason"]
+    assert "NVIDIA Container Toolkit is missing" in row["reason"]
+    run_sh = next(isolated.rglob("cell-*/run.sh")).read_text()
+    assert f"exec {docker_daemon['client']} run --rm --network=none" in run_sh and "--gpus all" in run_sh  # the engine's client, by its path
+    assert subprocess.run(inspect, capture_output=True, text=True, check=True).stdout.strip() == before  # the image was not modified
+    assert subprocess.run([*docker, "ps", "-aq"], capture_output=True, text=True, check=True).stdout.strip() == ""  # nothing left behind
