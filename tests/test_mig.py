@@ -151,6 +151,7 @@ def test_mig_names_as_nvml_gives_them():
     a30 = mig_name("NVIDIA A30 MIG 2g.12gb")
     assert (a30.parent, a30.profile, a30.slices, a30.gpu_slices) == ("NVIDIA A30", "2g.12gb", 2, 4)  # the A30's full profile is 4g.24gb
     assert mig_name("NVIDIA H200 MIG 1g.18gb+me").gpu_slices == 7
+    assert mig_name("NVIDIA RTX PRO 4500 Blackwell MIG 1g.16gb").gpu_slices is None  # not assumed for a GPU the table lacks
     assert mig_name("NVIDIA A100-SXM4-40GB") is None and mig_name(None) is None
     mig_off = Gpu(0, "GPU-x", "NVIDIA H100 80GB HBM3", "9.0", 81559, "570.86.15", "12.8", False)
     assert mig_notes([mig_off]) == []
@@ -207,6 +208,8 @@ def test_mig_figures_against_the_whole_gpu_and_the_share_their_slices_promise():
     launch = by[("3g.20gb", "launch")]
     assert launch["relative"] == pytest.approx(0.8) and launch["expected"] is None  # lower is better: 4 us / 5 us
     assert by[("3g.20gb", "copy")]["whole"] is None and by[("3g.20gb", "copy")]["relative"] is None
+    trained = {c["profile"]: c for c in mig_comparison([figure(WHOLE, 9e4, "train", cell=1), figure(THREE_G, 8e4, "train", cell=2)])}
+    assert trained["3g.20gb"]["relative"] == pytest.approx(8 / 9) and trained["3g.20gb"]["expected"] is None  # launch-bound: no promise
     shown = {(line["instance"], line["measurement"]): line for line in mig_table(rows)}
     line = shown[("3g.20gb, 3 of 7 slices", "matmul")]
     assert [line[k] for k in ("value", "whole", "relative", "expected", "of_expected")] == [

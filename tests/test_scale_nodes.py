@@ -79,7 +79,7 @@ def test_only_torch_cells_are_sent_across_nodes(tmp_path):
 
 def test_the_srun_line_puts_one_task_per_gpu_on_the_first_nodes():
     command = probe.srun_command("/w/ddp_worker.py", 2, 4, ["gpu07", "gpu08", "gpu09"], ["--model", "cnn"])
-    assert command == ["srun", "--nodes", "2", "--ntasks", "8", "--ntasks-per-node", "4", "--nodelist", "gpu07,gpu08",
+    assert command == ["srun", "--export=ALL", "--nodes", "2", "--ntasks", "8", "--ntasks-per-node", "4", "--nodelist", "gpu07,gpu08",
                        "--kill-on-bad-exit=1", sys.executable, "/w/ddp_worker.py", "--model", "cnn"]
 
 
@@ -100,3 +100,28 @@ def test_outside_slurm_more_nodes_are_not_measured_never_failed(monkeypatch):
     assert all(f["unsupported"] == "not measured: needs a Slurm allocation" and "error" not in f for f in across)
     with pytest.raises(probe.Unsupported, match="needs a Slurm allocation"):
         probe.srun_worker("ddp_worker.py", 2, 1, [])
+
+
+def test_a_cluster_too_small_for_the_bench_still_tests_the_stack_on_one_gpu(tmp_path):
+    """sbatch --test-only refuses 2 nodes of 4 GPUs: the torch cell is not NO_MATCH for it, it runs on one GPU."""
+    import subprocess
+
+    executor = SlurmExecutor(JobSettings(Timeouts(), bench=BenchSpec(scale=(1, 2, 4), nodes=(1, 2))))
+    asked = []
+
+    def sbatch(command, cwd=None):
+        asked.append(command)
+        refused = any(word.startswith(("--nodes=", "--gres=gpu:a100:4")) for word in command)
+        return subprocess.CompletedProcess(command, 1 if refused else 0, "", "sbatch: error: Requested node configuration is not available"
+                                           if refused else "")
+
+    executor._run = sbatch
+    cells = [Cell(1, TORCH, A100, ResolvedStack(TORCH, True))]
+    assert executor.precheck(cells) == {1: None}
+    assert [c[2] for c in asked] == ["--gres=gpu:a100:4", "--gres=gpu:a100:1"]  # the bench's shape first, then one GPU
+    executor.prepare(cells, tmp_path)
+    script = (tmp_path / "array-0.sh").read_text()
+    assert "#SBATCH --gres=gpu:a100:1\n" in script and "--nodes" not in script
+    everywhere = SlurmExecutor(JobSettings(Timeouts(), bench=BenchSpec(scale=(1, 2, 4), nodes=(1, 2))))
+    everywhere._run = lambda command, cwd=None: subprocess.CompletedProcess(command, 1, "", "sbatch: error: Invalid partition name specified")
+    assert "Invalid partition name" in everywhere.precheck(cells)[1]  # refused on one GPU too: the cell is NO_MATCH, as before

@@ -99,9 +99,9 @@ class BenchSpec:
     size: int = 8192  # the matrix products' n: large enough to saturate a datacenter GPU
     repetitions: int = 10
     share: tuple[int, ...] = ()  # process counts sharing one GPU, e.g. (1, 2, 4); () = no sharing measurement
-    scale: tuple[int, ...] = ()  # GPU counts for data-parallel training (torch), e.g. (1, 2, 4); () = none
+    scale: tuple[int, ...] = ()  # GPU counts for data-parallel training (torch, JAX), e.g. (1, 2, 4); () = none
     nodes: tuple[int, ...] = ()  # Slurm node counts for that training, max(scale) GPUs on each, e.g. (1, 2); () = one node
-    profile: tuple[int, int] | None = None  # (start, steps): torch.profiler around that window of training steps
+    profile: tuple[int, int] | None = None  # (start, steps): the framework's profiler (torch, JAX) around that window of training steps
 
     def probe_config(self) -> dict:
         return {"measurements": list(self.measurements), "dtypes": list(self.dtypes), "size": self.size, "repetitions": self.repetitions,

@@ -49,9 +49,11 @@ class MigDevice:
 # with <g> the GPU instance's compute slices and <c> the compute instance's, when it has fewer
 # (MIG user guide, "MIG Device Names": 3g.20gb, 1c.3g.20gb; https://docs.nvidia.com/datacenter/tesla/mig-user-guide/mig-device-names.html).
 MIG_NAME = re.compile(r"^(?P<parent>.+?) MIG (?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.\d+gb\S*)$")
-# A whole GPU's compute slices in MIG mode: 7 on A100, H100, H200, B200; 4 where the full profile is 4g
-# (MIG user guide, "Supported MIG Profiles": A30 4g.24gb, RTX PRO 6000 4g.96gb, RTX PRO 5000 4g.48gb).
-FOUR_SLICES = re.compile(r"\bA30\b|RTX PRO [56]000")
+# A whole GPU's compute slices in MIG mode (MIG user guide, "Supported MIG Profiles"): 7 on the data-centre
+# A100/A800, H100/H800/H200, GH200, B100/B200/GB200; 4 on A30 (4g.24gb) and RTX PRO 6000 (4g.96gb). Any other
+# GPU's count is not assumed (None): its instances are compared with the whole GPU without an expected share.
+SEVEN_SLICES = re.compile(r"\b(A100|A800|H100|H800|H200|GH200|B100|B200|GB200)\b")
+FOUR_SLICES = re.compile(r"\bA30\b|RTX PRO 6000")
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class MigName:
     profile: str  # "3g.20gb", "1c.3g.40gb"
     slices: int  # compute slices of the device
     gi_slices: int  # compute slices of its GPU instance
-    gpu_slices: int  # compute slices of the whole GPU
+    gpu_slices: int | None  # compute slices of the whole GPU (None: not known for this GPU)
 
 
 def mig_name(name: str | None) -> MigName | None:
@@ -70,8 +72,9 @@ def mig_name(name: str | None) -> MigName | None:
     if not found:
         return None
     gi = int(found["g"])
-    return MigName(found["parent"], found["profile"], int(found["c"] or gi), gi,
-                   4 if FOUR_SLICES.search(found["parent"]) else 7)
+    parent = found["parent"]
+    return MigName(parent, found["profile"], int(found["c"] or gi), gi,
+                   4 if FOUR_SLICES.search(parent) else 7 if SEVEN_SLICES.search(parent) else None)
 
 
 def _nvml_gpus() -> list[Gpu] | None:
@@ -118,7 +121,7 @@ def _nvml_mig(pynvml, handle) -> tuple[bool | None, tuple[MigDevice, ...]]:
     def ask(call, *args):  # one detail NVML will not give costs only that detail
         try:
             return getattr(pynvml, call)(*args)
-        except pynvml.NVMLError:
+        except (pynvml.NVMLError, AttributeError):  # AttributeError: an older nvidia-ml-py without the call
             return None
 
     devices = []

@@ -110,6 +110,7 @@ class SlurmExecutor:
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
         self.bench = settings.bench
+        self._requests: dict[int, tuple[str, ...]] = {}  # cell -> one GPU, where the bench's request is more than the cluster has
         # the plan's [slurm] table: what this site needs on every job (values checked by plan.py)
         self.site_args = [f"--{flag}={value}" for flag, value in (
             ("partition", partition), ("account", account), ("qos", qos), ("reservation", reservation),
@@ -150,14 +151,27 @@ class SlurmExecutor:
     def precheck(self, cells: list[Cell]) -> dict[int, str | None]:
         verdicts: dict[int, str | None] = {}
         answers: dict[tuple[str, ...], str | None] = {}
-        for cell in cells:
-            request = cell_request(cell, self.bench)
+
+        def answer(request: tuple[str, ...]) -> str | None:
             if request not in answers:
                 proc = self._run(["sbatch", "--test-only", *request, *self._common_args(), "--wrap", "true"])
                 answers[request] = None if proc.returncode == 0 else (
                     f"sbatch --test-only {' '.join(request)}: {(proc.stderr or proc.stdout).strip()[-400:]}")
-            verdicts[cell.id] = answers[request]
+            return answers[request]
+
+        for cell in cells:
+            request, single = cell_request(cell, self.bench), tuple(request_args(cell.target))
+            verdicts[cell.id] = answer(request)
+            if verdicts[cell.id] and request != single and answer(single) is None:
+                # the bench's GPUs or nodes are more than the cluster has: the stack is still tested on one GPU,
+                # and the probe records the scaling points it cannot run as "N GPUs asked, M visible"
+                self._requests[cell.id] = single
+                verdicts[cell.id] = None
         return verdicts
+
+    def _request(self, cell: Cell) -> tuple[str, ...]:
+        """What a cell asks Slurm for: its bench's shape, or one GPU where precheck found that shape too big."""
+        return self._requests.get(cell.id) or cell_request(cell, self.bench)
 
     def adoptable(self, cells: list[Cell], workdir: Path) -> dict[int, str]:
         """Cells an earlier gpucompat submitted whose task Slurm still holds, or that left a finished
@@ -231,7 +245,7 @@ class SlurmExecutor:
             (path / "run.sh").write_text("\n".join(lines) + "\n" + probe)
             job = JobDir(cell, path, env_dir, interpreter)
             jobs.append(job)
-            groups.setdefault((cell.target, cell_request(cell, self.bench)), []).append(job)
+            groups.setdefault((cell.target, self._request(cell)), []).append(job)
         for number, ((target, request), members) in enumerate(groups.items()):
             script = workdir / f"array-{number}.sh"
             # --output is relative to the directory sbatch runs in (the work directory): no path in a directive

@@ -871,7 +871,7 @@ def mig_table(rows: list[dict], reference: list[dict] = ()) -> list[dict]:
         unit = c.get("unit") or ""
         n = _processes(c)
         out.append({"stack": stack_label(c), "python": str(c.get("python") or ""), "gpu": str(c["gpu"]),
-                    "instance": f"{c['profile']}, {c['slices']} of {c['gpu_slices']} slices", "cell": c.get("cell"),
+                    "instance": f"{c['profile']}, {c['slices']} of {c['gpu_slices'] or '?'} slices", "cell": c.get("cell"),
                     "measurement": LABELS.get(c["measurement"], str(c["measurement"])) + (f" ×{n}" if n > 1 else ""),
                     "dtype": str(c.get("dtype") or ""),
                     "value": f"{number(c['value'])} {unit}".strip(),

@@ -67,7 +67,8 @@ def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, m
     """The Benchmarks section: the charts (inline SVG, escaped by bench.py) and every figure of a workload
     alone on one GPU; the figures of N processes sharing one GPU and of training over N GPUs in their own
     sub-sections (never mixed into the plain chart and table), each MIG instance's figures against the whole
-    GPU's (from this sweep or `mig_reference`, other sweeps' figures), and NVML's telemetry per cell."""
+    GPU's (from this sweep or `mig_reference`, other sweeps' figures), NVML's telemetry per cell, and each
+    cell's profiling window (`profiles`)."""
     if not bench_rows and not telemetry and not profiles:
         return None
     from . import bench
