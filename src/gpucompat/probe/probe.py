@@ -1319,7 +1319,8 @@ def _window_steps(step, sync, start, count, enter, leave):
     """Step times of a run with a profiling window of `count` steps from step `start`, and of the
     same run without it just before (the control). What the window costs the steps outside it is
     the median of the steps after it (past the first 10, while the profiler's buffers are flushed)
-    against the control's same steps: a run's own drift (clocks, caches) cancels out."""
+    against the control's same steps, which removes what differs between steps of one run; drift
+    between the two runs (clocks, heat) is not removed, so one reading is noisy."""
     total = start + count + max(200, count)
 
     def run(window):
@@ -1338,7 +1339,7 @@ def _window_steps(step, sync, start, count, enter, leave):
     control, timed = run(False), run(True)
     median = lambda samples: _quartiles(samples)[1] if samples else None  # noqa: E731
     after, control_after = timed[start + count + 10:], control[start + count + 10:]
-    return {"start": start, "steps": count, "step_s_before": median(timed[min(5, start):start]),
+    return {"start": start, "steps": count, "step_s_before": median(timed[max(0, min(5, start - 1)):start]),
             "step_s_inside": median(timed[start:start + count]), "step_s_just_after": median(timed[start + count:start + count + 10]),
             "step_s_after": median(after), "step_s_control": median(control_after),
             "overhead_outside": median(after) / median(control_after) - 1}
@@ -1371,8 +1372,9 @@ def torch_profile_window(torch, step, start, count):
     from torch.profiler import ProfilerActivity, profile
 
     # Kineto leaves CUPTI attached after the profiler exits unless TEARDOWN_CUPTI=1, and every later
-    # kernel launch pays for it (pytorch/pytorch#144455). The window has no CUDA graphs, which is
-    # why torch keeps CUPTI up by default, so it is torn down here unless the user chose otherwise.
+    # kernel launch pays for it (pytorch/pytorch#144455). torch keeps it attached because CUDA graphs
+    # crashed when CUPTI was initialised again; this window has no CUDA graphs, so it is torn down
+    # here unless the user chose otherwise.
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
     window = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
     record = _window_steps(step, torch.cuda.synchronize, start, count, window.__enter__, lambda: window.__exit__(None, None, None))
@@ -1571,7 +1573,11 @@ def jax_scale_figures(jax, bench, counts):
     0.2 x its class's template); figures as scale_figures' (scaling_cnn)."""
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    try:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    except ImportError:  # before jax 0.4.1: the scaling figures say so, the rest of the bench stands
+        Mesh = None
 
     devices, sizes, lr = jax.devices("gpu"), SCALE_RUNS["cnn"], 0.05
     templates = jax.random.normal(jax.random.PRNGKey(7), (10, 1, 28, 28), dtype=jnp.float32)
@@ -1588,6 +1594,8 @@ def jax_scale_figures(jax, bench, counts):
     alone = None
     for n in sorted(set(counts)):
         def body():
+            if Mesh is None:
+                raise Unsupported("JAX's data-parallel scaling needs jax.sharding (jax 0.4.1 or newer)")
             if n > len(devices):
                 raise Unsupported("%d GPUs asked, %d visible" % (n, len(devices)))
             mesh = Mesh(np.array(devices[:n]), ("data",))
@@ -2036,8 +2044,9 @@ def master_address(host):
 
 def srun_command(worker, nodes, per_node, hosts, worker_args):
     """srun starting ddp_worker.py on the first `nodes` hosts of this job, one task per GPU. --ntasks is
-    given because srun reads the job's SLURM_NTASKS as its default -n; --nodelist keeps rank 0 on hosts[0]."""
-    return ["srun", "--nodes", str(nodes), "--ntasks", str(nodes * per_node), "--ntasks-per-node", str(per_node),
+    given because srun reads the job's SLURM_NTASKS as its default -n; --nodelist keeps rank 0 on hosts[0];
+    --export=ALL because a job submitted with --export=NONE would start the tasks without MASTER_ADDR/PORT."""
+    return ["srun", "--export=ALL", "--nodes", str(nodes), "--ntasks", str(nodes * per_node), "--ntasks-per-node", str(per_node),
             "--nodelist", ",".join(hosts[:nodes]), "--kill-on-bad-exit=1", sys.executable, worker] + list(worker_args)
 
 
