@@ -28,20 +28,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def start_cluster(tmp_path_factory, nodes: int = 1):
+    """tests/slurm/start-cluster.sh on free ports (one slurmd, or `nodes` of them on this machine) -> its
+    SLURM_CONF, yielded until the module is done; skipped where Slurm is missing or we are not root."""
     if MISSING:
         pytest.skip(f"Slurm is not installed here ({', '.join(MISSING)} missing; .ci/run installs Debian's slurmctld, slurmd and munge)")
     if os.geteuid() != 0:
         pytest.skip("the test cluster runs slurmd as root")
-    directory = tmp_path_factory.mktemp("slurm")
-    ports = {"SLURMCTLD_PORT": str(free_port()), "SLURMD_PORT": str(free_port())}
-    proc = subprocess.run([str(HERE / "start-cluster.sh"), str(directory)], capture_output=True, text=True,
-                          env={**os.environ, **ports}, timeout=120)
+    directory = tmp_path_factory.mktemp(f"slurm{nodes}")
+    ports = set()
+    while len(ports) < 1 + nodes:
+        ports.add(free_port())
+    controller, *slurmd = sorted(ports)
+    env = {"SLURMCTLD_PORT": str(controller)}
+    env.update({"SLURMD_PORT": str(slurmd[0])} if nodes == 1 else {"SLURMD_PORTS": " ".join(map(str, slurmd))})
+    arguments = [str(HERE / "start-cluster.sh"), str(directory)] + ([] if nodes == 1 else [str(nodes)])
+    proc = subprocess.run(arguments, capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    conf = proc.stdout.strip().splitlines()[-1]
-    yield {"SLURM_CONF": conf}
+    yield {"SLURM_CONF": proc.stdout.strip().splitlines()[-1]}
     subprocess.run([str(HERE / "stop-cluster.sh"), str(directory)], timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from start_cluster(tmp_path_factory)
 
 
 def test_discover_reads_the_live_cluster(cluster, isolated):
@@ -179,20 +189,7 @@ env = "current"
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     """A second cluster of two nodes, node1 and node2: two slurmd on this machine (start-cluster.sh DIR 2)."""
-    if MISSING:
-        pytest.skip(f"Slurm is not installed here ({', '.join(MISSING)} missing; .ci/run installs Debian's slurmctld, slurmd and munge)")
-    if os.geteuid() != 0:
-        pytest.skip("the test cluster runs slurmd as root")
-    directory = tmp_path_factory.mktemp("slurm2")
-    ports = set()
-    while len(ports) < 3:
-        ports.add(free_port())
-    controller, *nodes = sorted(ports)
-    proc = subprocess.run([str(HERE / "start-cluster.sh"), str(directory), "2"], capture_output=True, text=True,
-                          env={**os.environ, "SLURMCTLD_PORT": str(controller), "SLURMD_PORTS": " ".join(map(str, nodes))}, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    yield {"SLURM_CONF": proc.stdout.strip().splitlines()[-1]}
-    subprocess.run([str(HERE / "stop-cluster.sh"), str(directory)], timeout=60)
+    yield from start_cluster(tmp_path_factory, nodes=2)
 
 
 # Inside the job, the probe's scaling runs with the CNN made small: 1 process through torchrun on this

@@ -67,7 +67,7 @@ def present(row: dict) -> dict:
     }
 
 
-def present_telemetry(series: dict) -> dict:
+def with_shown_version(series: dict) -> dict:
     """A cell's bench record (Store.telemetry's samples, Store.profiles' window) with the stack's version as reports show it."""
     return {**series, "version": shown_version(series)}
 

@@ -489,12 +489,12 @@ def report(
 
     store = Store(db, readonly=True)
     sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
-    from .bench import present_telemetry
+    from .bench import with_shown_version
 
     rows = _bench_rows(store, sweep_id)
     html = render(store.sweep(sweep_id), store.result_rows(sweep_id), rows,
-                  [present_telemetry(series) for series in store.telemetry(sweep_id)], _mig_reference(store, sweep_id, rows),
-                  [present_telemetry(p) for p in store.profiles(sweep_id)])
+                  [with_shown_version(series) for series in store.telemetry(sweep_id)], _mig_reference(store, sweep_id, rows),
+                  [with_shown_version(p) for p in store.profiles(sweep_id)])
     try:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:

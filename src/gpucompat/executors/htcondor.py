@@ -95,36 +95,28 @@ def job_script(cell: Cell, probe_args: str, install_timeout: float, builds: bool
     lines = ["#!/bin/bash", shell_comment(f"gpucompat cell {cell.id}: {cell.stack.key} on {cell.target.key}"),
              "touch result.json stdout.log stderr.log install.log install.failed  # every output file exists, or the job is held"]
     python = "python3"
-    if builds and cell.stack.env == "container":  # the pull step: the runtime is chosen here, on the execute node
-        lines += [f"timeout {math.ceil(install_timeout)} bash install.sh > install.log 2>&1",
-                  'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi']
-    elif builds and cell.stack.env == "conda":  # install.sh finds its own installer (micromamba, mamba, conda, py-rattler): no uv
-        lines += ["unset PYTHONPATH  # a built environment is tested as built",
-                  f"timeout {math.ceil(install_timeout)} bash install.sh > install.log 2>&1",
-                  'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi']
-        python = "./env/bin/python"
-    elif builds:
-        lines += [
-            "unset PYTHONPATH  # a built environment is tested as built",
-            "if ! command -v uv > /dev/null 2>&1; then",
-            "  printf 'uv is not on the PATH of execute node %s (PATH=%s)\\n' \"${HOSTNAME:-?}\" \"$PATH\" > install.log",
-            "  echo missing-uv > install.failed; exit 0",
-            "fi",
-        ]
-        if wheelhouse:
+    if builds:
+        if cell.stack.env != "container":  # a container's pull step leaves the image as it is: no environment here
+            lines.append("unset PYTHONPATH  # a built environment is tested as built")
+            python = "./env/bin/python"
+        if cell.stack.env == "uv":  # conda's install.sh finds its own installer, a container's its runtime: only uv needs uv here
             lines += [
-                f"if [ ! -r {shell_word(wheelhouse)} ]; then",
-                f"  printf 'the wheelhouse %s is not readable on execute node %s: it must be on a filesystem the nodes share, "
-                f"at the same path\\n' {shell_word(wheelhouse)} \"${{HOSTNAME:-?}}\" > install.log",
-                "  echo missing-wheelhouse > install.failed; exit 0",
+                "if ! command -v uv > /dev/null 2>&1; then",
+                "  printf 'uv is not on the PATH of execute node %s (PATH=%s)\\n' \"${HOSTNAME:-?}\" \"$PATH\" > install.log",
+                "  echo missing-uv > install.failed; exit 0",
                 "fi",
             ]
-        lines += [
-            "uv --version > install.log 2>&1  # which uv built the environment, for the evidence",
-            f"timeout {math.ceil(install_timeout)} bash install.sh >> install.log 2>&1",
-            'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
-        ]
-        python = "./env/bin/python"
+            if wheelhouse:
+                lines += [
+                    f"if [ ! -r {shell_word(wheelhouse)} ]; then",
+                    f"  printf 'the wheelhouse %s is not readable on execute node %s: it must be on a filesystem the nodes share, "
+                    f"at the same path\\n' {shell_word(wheelhouse)} \"${{HOSTNAME:-?}}\" > install.log",
+                    "  echo missing-wheelhouse > install.failed; exit 0",
+                    "fi",
+                ]
+            lines.append("uv --version > install.log 2>&1  # which uv built the environment, for the evidence")
+        lines += [f"timeout {math.ceil(install_timeout)} bash install.sh {'>>' if cell.stack.env == 'uv' else '>'} install.log 2>&1",
+                  'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi']
     return "\n".join(lines) + "\n" + probe_command(cell, python, "env", probe_args, redirect="> stdout.log 2> stderr.log")
 
 
