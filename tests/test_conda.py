@@ -133,7 +133,7 @@ def test_install_says_could_not_test_when_the_lock_needs_what_is_not_there(chann
     script = conda.install_script(missing, str(tmp_path / "env"), str(lock), None, True, "uv", same_machine=True)
     proc = subprocess.run(["/bin/sh", "-ex", "-c", script], check=False, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode != 0 and "offline, and cuda-version-12.6-h0.tar.bz2 was not found in the cache" in proc.stderr
-    from gpucompat.resolve import could_not_ask
+    from gpucompat.knowledge.signatures import could_not_ask
 
     assert could_not_ask(proc.stderr) == "offline-cache"
 

@@ -27,7 +27,7 @@ from gpucompat.errors import UserError
 from gpucompat.executors import base
 from gpucompat.executors.htcondor import job_script
 from gpucompat.executors.kubernetes import job_manifest, pod_image
-from gpucompat.knowledge.predict import predict
+from gpucompat.predict import predict
 from gpucompat.model import Cell, Observation, ResolvedStack, Stack, Target, Timeouts
 from gpucompat.plan import parse_plan
 from gpucompat.resolve import resolve_one
@@ -269,7 +269,7 @@ def test_a_driver_too_old_inside_the_image_names_its_requirement():
 
 
 def test_advise_answers_a_container_stack_with_its_image_line():
-    from gpucompat.knowledge.advise import advise
+    from gpucompat.answers.advise import advise
 
     row = {"framework": "torch", "version": "2.6.0a0+ecf3bae40a", "variant": "installed", "python": "3.12.3", "env": "container",
            "image": NGC, "gpu": "NVIDIA H100 80GB HBM3", "cc": "9.0", "driver": "570.124.06", "code": "PASS", "stage": "compute",

@@ -18,7 +18,7 @@ from gpucompat.discover.htcondor import parse_long  # noqa: E402
 from gpucompat.discover.kubernetes import classes_from_nodes  # noqa: E402
 from gpucompat.executors.htcondor import job_history  # noqa: E402
 from gpucompat.executors.kubernetes import BEGIN, END, result_from_log  # noqa: E402
-from gpucompat.resolve import uv_bin  # noqa: E402
+from gpucompat.envs.uv import uv_bin  # noqa: E402
 
 # Startd ads as `condor_status -long` prints them: a partitionable slot with the nested GPU
 # ads of current HTCondor (condor_gpu_discovery -extra -nested), its dynamic child, a

@@ -7,7 +7,7 @@ from packaging.version import Version
 
 from conftest import run_cli
 from gpucompat.errors import UserError
-from gpucompat.knowledge.explain import explain
+from gpucompat.answers.explain import explain
 from gpucompat.knowledge import rules, tables
 from gpucompat.knowledge.rules import arch_rule, driver_rule, predict_stack, python_rule, toolkit_window_rule
 

@@ -11,7 +11,7 @@ from conftest import REPO, run_cli
 from gpucompat.envs import current
 from gpucompat.errors import UserError
 from gpucompat.knowledge import fatbin
-from gpucompat.knowledge.explain import explain
+from gpucompat.answers.explain import explain
 from gpucompat.knowledge.rules import predict_stack
 
 H100 = (None, "9.0", "580.65.06")

@@ -11,7 +11,7 @@ import pytest
 
 from gpucompat.errors import UserError
 from gpucompat.executors.base import JobSettings
-from gpucompat.executors.quoting import sbatch_directive
+from gpucompat.quoting import sbatch_directive
 from gpucompat.executors.slurm import SlurmExecutor, request_args
 from gpucompat.model import BenchSpec, Cell, ResolvedStack, Stack, Target, Timeouts
 from gpucompat.plan import parse_plan

@@ -128,7 +128,7 @@ env = "current"
 def test_a_container_image_is_pulled_on_every_node_despite_a_shared_ready_marker(tmp_path):
     # podman/docker keep images in each node's store: another node's marker in the shared env_root says nothing here
     from gpucompat.executors.base import JobSettings
-    from gpucompat.executors.local import READY_MARKER
+    from gpucompat.executors.base import READY_MARKER
     from gpucompat.executors.slurm import SlurmExecutor
     from gpucompat.model import Cell, Target, Timeouts
     from gpucompat.plan import parse_plan

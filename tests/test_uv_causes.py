@@ -13,7 +13,8 @@ import pytest
 
 from gpucompat.analysis import classify
 from gpucompat.model import Stack
-from gpucompat.resolve import resolve_one, uv_bin
+from gpucompat.envs.uv import uv_bin
+from gpucompat.resolve import resolve_one
 
 from conftest import run_cli
 

@@ -13,10 +13,18 @@ import signal as signals
 from packaging.version import InvalidVersion, Version
 
 from .knowledge import signatures
-from .model import PASS, UNTESTED, UNTESTED_CAUSES, Code, Observation, Outcome, ResolvedStack, Stage
-from .resolve import could_not_ask
+from .knowledge.signatures import could_not_ask
+from .model import (
+    PASS,
+    PROBE_STAGES,
+    UNTESTED,
+    UNTESTED_CAUSES,
+    Code,
+    Observation,
+    Outcome,
+    ResolvedStack,
+)
 
-PROBE_STAGES = (Stage.IMPORT.value, Stage.DEVICE.value, Stage.COMPUTE.value)
 # Signals that stop a job from outside (a shutdown, a scheduler's preemption, a person), never the stack itself.
 OUTSIDE_SIGNALS = {signals.SIGTERM, signals.SIGINT, signals.SIGHUP}
 
@@ -353,3 +361,15 @@ def diff(before: list[dict], after: list[dict]) -> dict[str, list[dict]]:
         elif a["code"] != b["code"]:
             out["changed"].append({"before": a, "after": b})
     return out
+
+
+def shown_version(row: dict) -> str:
+    """The stack's version as a person reads it: a `current` env learns it only from its probe."""
+    if row["version"] == "installed":
+        return row.get("probe_version") or ("not known (the probe did not run)" if row.get("env") == "container" else "not installed")
+    return row["version"]
+
+
+def shown_python(row: dict) -> str:
+    """The Python as a person reads it: for a `current` env, the one its probe ran in."""
+    return (row.get("probe_python") or row["python"]) if row["python"] in ("current", "image") else row["python"]

@@ -3,9 +3,9 @@ datasheet peak of the GPU they ran on for the reports (see the probe's "The benc
 
 from __future__ import annotations
 
+from .analysis import shown_python, shown_version
 from .discover.local import mig_name
 from .knowledge import tables
-from .report.rows import shown_python, shown_version
 
 # NVML's clocks-event reasons that lower a figure; idle, application clocks, sync boost and display do not
 THROTTLING = {"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"}

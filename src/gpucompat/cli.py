@@ -301,7 +301,7 @@ def explain(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Predict, offline and in seconds, whether a stack works on a GPU and driver, and why."""
-    from .knowledge.explain import explain as run_explain
+    from .answers.explain import explain as run_explain
 
     result = run_explain(spec, gpu, cc, driver, python)
     if json_out:
@@ -452,7 +452,7 @@ def advise(
     fmt: str = typer.Option("table", "--format", help="table (pip commands), or conda: an environment.yml for the first stack advised."),
 ):
     """The newest stacks that work for a GPU and driver, observed first, predicted second, with install commands."""
-    from .knowledge.advise import advise as run_advise
+    from .answers.advise import advise as run_advise
     from .report.rows import display_row
     from .store import Store
 
@@ -520,7 +520,7 @@ def discover(
         _print_json(found) if json_out else out.print(runtimes_table(found))
         return
 
-    from .executors import EXECUTORS
+    from .model import EXECUTORS
     from .executors import discover as discover_classes
 
     if source not in EXECUTORS:

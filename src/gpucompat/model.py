@@ -7,6 +7,8 @@ from enum import Enum
 
 FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "cuda-runtime")
 ENV_PROVIDERS = ("uv", "current", "conda", "container")
+# executors/__init__.py registers one backend under each name (tests/test_architecture.py checks it)
+EXECUTORS = ("local", "slurm", "htcondor", "kubernetes")
 
 
 class Stage(str, Enum):
@@ -22,6 +24,10 @@ class Stage(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+# The rungs the probe itself climbs inside a job (bench, when asked, comes after them).
+PROBE_STAGES = (Stage.IMPORT.value, Stage.DEVICE.value, Stage.COMPUTE.value)
 
 
 class Code(str, Enum):

@@ -12,7 +12,19 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .knowledge import tables
-from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, FRAMEWORKS, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
+from .model import (
+    BENCH_DTYPES,
+    BENCH_MEASUREMENTS,
+    ENV_PROVIDERS,
+    EXECUTORS,
+    FRAMEWORKS,
+    BenchSpec,
+    StackSpec,
+    SweepSpec,
+    Target,
+    Timeouts,
+)
+from .quoting import CONTROL_CHARACTERS
 
 # Imported where used, not here: `explain` reads a spec through this module and must start in
 # well under 300 ms, and packaging's specifiers, tomllib and the executors cost ~70 ms together.
@@ -62,7 +74,6 @@ _PLATFORM = re.compile(r"linux|(x86_64|aarch64)-(unknown-linux-gnu|manylinux2014
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)  # RFC 1123 label: namespaces
 # An image reference: registry[:port]/path[:tag][@digest], ASCII, no shell or YAML syntax.
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?", re.ASCII)
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # anything that can end a line
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 30 * 86400
 MAX_PLAN_BYTES = 1 << 20
 
@@ -338,8 +349,6 @@ def _spec(data: dict) -> SweepSpec:
     _check_keys(data, TOP_KEYS, "plan")
     name = text_value(data.get("name", "sweep"), "'name'", limit=100)
     executor = data.get("executor", "local")
-    from .executors import EXECUTORS
-
     if executor not in EXECUTORS:
         raise UserError(f"unknown executor {str(executor)[:40]!r}; this version has: {', '.join(EXECUTORS)}.")
     default_pythons = _pythons(data["python"], "python") if "python" in data else (f"{sys.version_info[0]}.{sys.version_info[1]}",)

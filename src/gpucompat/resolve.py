@@ -8,54 +8,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sysconfig
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .envs.uv import index_args, uv_bin
 from .errors import UserError
+from .knowledge.signatures import could_not_ask
 from .model import ResolvedStack, Stack
 
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
-
-# uv's own words for "I could not ask", from its error and cause chain (uv 0.13: `error: Failed to
-# fetch`, exit 2), against "I asked and the index said no" (`No solution found`, exit 1). Checked
-# in order; each is tested with a real uv in tests/test_uv_causes.py.
-_COULD_NOT_ASK = (
-    ("disk", re.compile(r"No space left on device|Disk quota exceeded|os error 28\b|os error 122\b", re.I)),
-    # envs/conda.py's INSTALLER on a node with no micromamba, mamba, conda nor py-rattler (its own words)
-    ("installer", re.compile(r"no conda installer here", re.I)),
-    ("python-download", re.compile(r"python-build-standalone|No interpreter found for Python|No download found for request"
-                                   r"|managed Python download|Failed to download .*cpython", re.I)),
-    ("offline-cache", re.compile(r"network was disabled|not found in the cache|Network connectivity is disabled", re.I)),
-    ("wheelhouse", re.compile(r"not found in the provided package locations", re.I)),
-    ("index", re.compile(r"Connection refused|HTTP status server error|status code 5[0-9][0-9]|Hash mismatch", re.I)),
-    ("network", re.compile(r"dns error|error resolving DNS|tcp connect error|timed out|Connection reset|certificate|tls handshake"
-                           r"|error sending request|Request failed after|network is unreachable|No route to host"
-                           # micromamba (libcurl's words): "Download error (6) Couldn't resolve host name",
-                           # github.com/mamba-org/mamba/issues/3536; "Download error (28) Timeout was reached",
-                           # github.com/mamba-org/mamba/issues/3454
-                           r"|Download error \([0-9]+\) (?:Couldn't resolve host|Timeout was reached|Couldn't connect)"
-                           # conda: "CondaHTTPError: HTTP 000 CONNECTION FAILED for url", github.com/conda/conda/issues/11367
-                           r"|HTTP 000 CONNECTION FAILED", re.I)),
-)
-
-
-def could_not_ask(text: str, wheelhouse: bool = False) -> str | None:
-    """The cause (a key of model.UNTESTED_CAUSES) when uv's output says it could not get an answer
-    about the stack, not that the stack is impossible; None when the index did answer."""
-    for cause, pattern in _COULD_NOT_ASK:
-        if pattern.search(text or ""):
-            return cause
-    if wheelhouse and "No solution found" in (text or ""):
-        return "wheelhouse"  # a wheelhouse is a partial copy: missing wheels say nothing of the index
-    return None
-
 
 def resolution_cause(returncode: int, text: str, wheelhouse: bool) -> str | None:
     """None: the index answered and the stack is impossible (uv exits 1 with "No solution found").
@@ -67,29 +32,10 @@ def resolution_cause(returncode: int, text: str, wheelhouse: bool) -> str | None
     return "resolver"  # uv failed in a way that says nothing about the stack (exit 2 with no known cause)
 
 
-@lru_cache(maxsize=1)
-def uv_bin() -> str:
-    """The uv executable that ships with the `uv` package this tool depends on, else uv on PATH."""
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError, TypeError):  # TypeError: uv's finder on some Pythons
-        beside = Path(sysconfig.get_path("scripts")) / "uv"
-        return str(beside) if beside.exists() else (shutil.which("uv") or "uv")
-
-
 def uv_env() -> dict[str, str]:
     # Never let uv try to download a Python: compute nodes and this submit side may be offline.
     # A wide COLUMNS keeps uv from wrapping its messages: they are stored and shown as sentences.
     return {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1", "COLUMNS": "10000"}
-
-
-def index_args(index_url: str | None, wheelhouse: str | None, offline: bool) -> list[str]:
-    if wheelhouse:
-        return ["--no-index", "--find-links", wheelhouse]
-    args = ["--index", index_url] if index_url else []
-    return args + (["--offline"] if offline else [])
 
 
 def default_index() -> str:

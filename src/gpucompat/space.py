@@ -7,18 +7,17 @@ disk; `offline` uses only the cache. Exact version lists never touch the network
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .model import Stack, StackSpec
+from .paths import cache_dir
 
 PYPI_JSON = "https://pypi.org/pypi/{name}/json"
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
@@ -58,13 +57,6 @@ def requirements_for(framework: str, version: str, variant: str) -> tuple[tuple[
         # NVRTC of the same minor series: the probe compiles a kernel with it to SASS and to PTX
         return (f"{cuda_runtime_package(version)}=={version}.*", f"{cuda_nvrtc_package(version)}=={version}.*"), None
     raise UserError(f"unknown framework {framework!r}.")
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("GPUCOMPAT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpucompat"
-    )
-    return Path(root)
 
 
 def release_versions(name: str, offline: bool = False) -> list[Version]:

@@ -17,7 +17,7 @@ from .errors import UserError
 from .executors import make_executor
 from .executors.base import DONE, Executor
 from .knowledge import rules
-from .knowledge.predict import predict
+from .predict import predict
 from .model import BenchSpec, Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import check_nodes, parse_plan
 from .resolve import check_indexes, resolve_all
@@ -64,7 +64,7 @@ def with_executor(spec: SweepSpec, executor: str | None) -> SweepSpec:
     """The plan with another executor (--executor); its own machine's GPUs become the pool's."""
     if executor is None or executor == spec.executor:
         return spec
-    from .executors import EXECUTORS
+    from .model import EXECUTORS
 
     if executor not in EXECUTORS:
         raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")

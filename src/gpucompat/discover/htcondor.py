@@ -12,8 +12,8 @@ parent already counts the GPUs.
 from __future__ import annotations
 
 from ..errors import UserError
-from ..executors.base import run_command
 from ..model import Target
+from .command import run_command
 
 CONSTRAINT = '(TotalGPUs > 0 || GPUs > 0) && SlotType =!= "Dynamic"'
 

@@ -11,9 +11,9 @@ import re
 import shlex
 
 from ..errors import UserError
-from ..executors.base import run_command
 from ..knowledge import tables
 from ..model import Target
+from .command import run_command
 
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?")
 

@@ -93,7 +93,7 @@ def environment_yml(stack: Stack, name: str | None = None) -> str:
 
 def _gateway(offline: bool):
     module = rattler()
-    from ..space import cache_dir
+    from ..paths import cache_dir
 
     config = module.SourceConfig(cache_action="force-cache-only") if offline else None
     return module.Gateway(cache_dir=cache_dir() / "conda-repodata", default_config=config)
@@ -153,7 +153,7 @@ def resolve(stack: Stack, platform: str, offline: bool = False) -> ResolvedStack
     import asyncio
 
     module = rattler()
-    from ..resolve import could_not_ask
+    from ..knowledge.signatures import could_not_ask
 
     try:
         with _SOLVING:

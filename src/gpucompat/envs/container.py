@@ -23,8 +23,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..executors.quoting import shell_word
 from ..model import ResolvedStack
+from ..quoting import shell_word
 
 RUNTIMES = ("apptainer", "singularity", "podman", "docker")
 SIF_RUNTIMES = ("apptainer", "singularity")

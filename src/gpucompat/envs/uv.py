@@ -8,11 +8,13 @@ uses no index at all, for compute nodes without internet.
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
+import sysconfig
+from functools import lru_cache
 from pathlib import Path
 
 from ..model import ResolvedStack
-from ..resolve import index_args
 
 
 def python_request(python: str, same_machine: bool) -> str:
@@ -40,3 +42,22 @@ def requirements_text(resolved: ResolvedStack) -> str:
 
 def interpreter(resolved: ResolvedStack, env_dir: Path | str) -> str:
     return f"{env_dir}/bin/python"
+
+
+@lru_cache(maxsize=1)
+def uv_bin() -> str:
+    """The uv executable that ships with the `uv` package this tool depends on, else uv on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError, TypeError):  # TypeError: uv's finder on some Pythons
+        beside = Path(sysconfig.get_path("scripts")) / "uv"
+        return str(beside) if beside.exists() else (shutil.which("uv") or "uv")
+
+
+def index_args(index_url: str | None, wheelhouse: str | None, offline: bool) -> list[str]:
+    if wheelhouse:
+        return ["--no-index", "--find-links", wheelhouse]
+    args = ["--index", index_url] if index_url else []
+    return args + (["--offline"] if offline else [])

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ..model import SweepSpec, Target
+from ..model import EXECUTORS, SweepSpec, Target
 from .base import Executor, JobSettings
+
+__all__ = ["EXECUTORS", "BACKENDS", "discover", "executor_class", "make_executor"]
 
 # name -> (executor "module:Class", discovery module); imported only when used
 BACKENDS = {
@@ -19,7 +21,6 @@ BACKENDS = {
     "htcondor": ("gpucompat.executors.htcondor:HTCondorExecutor", "gpucompat.discover.htcondor"),
     "kubernetes": ("gpucompat.executors.kubernetes:KubernetesExecutor", "gpucompat.discover.kubernetes"),
 }
-EXECUTORS = tuple(BACKENDS)
 
 
 def executor_class(name: str) -> type:

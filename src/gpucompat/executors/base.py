@@ -5,22 +5,21 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import UserError
 from ..model import BenchSpec, Cell, Observation, Timeouts
-from .quoting import shell_word
+from ..quoting import shell_word
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe" / "probe.py"
 DDP_WORKER = PROBE_SOURCE.with_name("ddp_worker.py")
 
 # Job states an executor reports from poll().
 WAITING, INSTALLING, RUNNING, DONE = "waiting", "installing", "running", "done"
+# The file an install script writes into an environment once it is complete (local and Slurm reuse such ones).
+READY_MARKER = ".gpucompat-ready"
 
 
 @dataclass
@@ -74,17 +73,6 @@ class Executor(Protocol):
         """What came back from a DONE job."""
 
     def cancel(self, jobs: list[JobDir]) -> None: ...
-
-
-def run_command(command: list[str], timeout: float, where: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """A scheduler's command-line tool; its absence or silence is one sentence, not a traceback.
-    `where`: the kind of host it runs on ("a Slurm submit host")."""
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-    except FileNotFoundError:
-        raise UserError(f"{command[0]} is not on PATH: run this on {where}.") from None
-    except subprocess.TimeoutExpired:
-        raise UserError(f"{shlex.join(command[:3])} did not answer within {timeout:.0f} s; is the scheduler reachable?") from None
 
 
 def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:

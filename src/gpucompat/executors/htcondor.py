@@ -24,12 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import envs
-from ..analysis import PROBE_STAGES
 from ..errors import UserError
 from ..knowledge.tables import compat_floor, minor_series, version
-from ..model import Cell, Observation, Target
-from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
-from .quoting import classad_string, condor_path, shell_comment, shell_word
+from ..model import PROBE_STAGES, Cell, Observation, Target
+from ..quoting import classad_string, condor_path, shell_comment, shell_word
+from .base import (
+    DONE,
+    WAITING,
+    JobDir,
+    JobSettings,
+    new_job_dir,
+    probe_arguments,
+    probe_command,
+    tail,
+)
 
 DAG_FILE = "sweep.dag"
 SUBMIT_FAILED = "submit-failed.txt"  # written when the bindings could not submit; see prepare()

@@ -21,13 +21,24 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import envs
+from ..envs.uv import uv_bin
 from ..model import Cell, Observation
-from ..resolve import uv_bin
-from ..space import cache_dir
-from .base import DONE, INSTALLING, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
-from .quoting import shell_comment
+from ..paths import cache_dir
+from ..quoting import shell_comment
+from .base import (
+    DONE,
+    INSTALLING,
+    READY_MARKER,
+    RUNNING,
+    WAITING,
+    JobDir,
+    JobSettings,
+    new_job_dir,
+    probe_arguments,
+    probe_command,
+    tail,
+)
 
-READY_MARKER = ".gpucompat-ready"
 CPU_ONLY_SLOTS = 2  # probes at once when no GPU is visible (none of them can reach a GPU)
 POLL_S = 0.05
 

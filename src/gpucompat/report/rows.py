@@ -6,20 +6,8 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from ..analysis import collapse_runs
+from ..analysis import collapse_runs, shown_python, shown_version
 from ..model import PASS, UNTESTED
-
-
-def shown_version(row: dict) -> str:
-    """The stack's version as a person reads it: a `current` env learns it only from its probe."""
-    if row["version"] == "installed":
-        return row.get("probe_version") or ("not known (the probe did not run)" if row.get("env") == "container" else "not installed")
-    return row["version"]
-
-
-def shown_python(row: dict) -> str:
-    """The Python as a person reads it: for a `current` env, the one its probe ran in."""
-    return (row.get("probe_python") or row["python"]) if row["python"] in ("current", "image") else row["python"]
 
 
 def display_row(row: dict) -> dict:

@@ -12,8 +12,9 @@ import re
 import shlex
 from pathlib import Path
 
-from ..errors import UserError
-from ..plan import CONTROL_CHARACTERS
+from .errors import UserError
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # anything that can end a line
 # Characters a DAG file or an HTCondor submit value can carry unquoted: DAGMan splits its
 # lines on whitespace and has no quoting for paths.
 _CONDOR_PATH = re.compile(r"[A-Za-z0-9_./+@%,=-]+", re.ASCII)

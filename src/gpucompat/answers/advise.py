@@ -8,11 +8,11 @@ import json
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UserError
+from ..knowledge import tables
+from ..knowledge.rules import PASS, predict_stack
 from ..model import FRAMEWORKS
 from ..space import requirements_for
-from . import tables
 from .explain import target
-from .rules import PASS, predict_stack
 
 
 def install_command(framework: str, version: str, variant: str) -> str:

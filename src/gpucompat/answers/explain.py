@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 from ..errors import UserError
+from ..knowledge import tables
+from ..knowledge.rules import predict_stack
 from ..plan import CC_VERSION, DRIVER_VERSION, PYTHON_VERSION, parse_spec
-from . import tables
-from .rules import predict_stack
 
 MAX_SPEC_CHARS = 200
 DEFAULT_VARIANT = {"torch": "default", "tensorflow": "and-cuda", "jax": "cpu", "cupy": "cuda12x", "cuda-runtime": "default"}

@@ -8,11 +8,11 @@ environment the installed build itself.
 
 from __future__ import annotations
 
-from .. import analysis
-from ..envs import current as current_env
-from ..model import Cell
-from . import fatbin, tables
-from .rules import FAIL, UNCERTAIN, Prediction, Reason, combine, predict_stack
+from . import analysis
+from .envs import current as current_env
+from .knowledge import fatbin, tables
+from .knowledge.rules import FAIL, UNCERTAIN, Prediction, Reason, combine, predict_stack
+from .model import Cell
 
 
 def predict(cell: Cell) -> Prediction:
