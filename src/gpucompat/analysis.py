@@ -14,16 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from .knowledge import signatures
 from .knowledge.signatures import could_not_ask
-from .model import (
-    PASS,
-    PROBE_STAGES,
-    UNTESTED,
-    UNTESTED_CAUSES,
-    Code,
-    Observation,
-    Outcome,
-    ResolvedStack,
-)
+from .model import PASS, PROBE_STAGES, UNTESTED, UNTESTED_CAUSES, Code, Observation, Outcome, ResolvedStack
 
 # Signals that stop a job from outside (a shutdown, a scheduler's preemption, a person), never the stack itself.
 OUTSIDE_SIGNALS = {signals.SIGTERM, signals.SIGINT, signals.SIGHUP}

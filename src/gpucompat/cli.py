@@ -520,8 +520,8 @@ def discover(
         _print_json(found) if json_out else out.print(runtimes_table(found))
         return
 
-    from .model import EXECUTORS
     from .executors import discover as discover_classes
+    from .model import EXECUTORS
 
     if source not in EXECUTORS:
         raise UserError(f"unknown source {source!r}; expected one of: {', '.join(EXECUTORS)}.")

@@ -12,18 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .knowledge import tables
-from .model import (
-    BENCH_DTYPES,
-    BENCH_MEASUREMENTS,
-    ENV_PROVIDERS,
-    EXECUTORS,
-    FRAMEWORKS,
-    BenchSpec,
-    StackSpec,
-    SweepSpec,
-    Target,
-    Timeouts,
-)
+from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, EXECUTORS, FRAMEWORKS, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
 from .quoting import CONTROL_CHARACTERS
 
 # Imported where used, not here: `explain` reads a spec through this module and must start in

@@ -17,9 +17,9 @@ from .errors import UserError
 from .executors import make_executor
 from .executors.base import DONE, Executor
 from .knowledge import rules
-from .predict import predict
 from .model import BenchSpec, Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import check_nodes, parse_plan
+from .predict import predict
 from .resolve import check_indexes, resolve_all
 from .store import Store
 

@@ -28,16 +28,7 @@ from ..errors import UserError
 from ..knowledge.tables import compat_floor, minor_series, version
 from ..model import PROBE_STAGES, Cell, Observation, Target
 from ..quoting import classad_string, condor_path, shell_comment, shell_word
-from .base import (
-    DONE,
-    WAITING,
-    JobDir,
-    JobSettings,
-    new_job_dir,
-    probe_arguments,
-    probe_command,
-    tail,
-)
+from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
 
 DAG_FILE = "sweep.dag"
 SUBMIT_FAILED = "submit-failed.txt"  # written when the bindings could not submit; see prepare()

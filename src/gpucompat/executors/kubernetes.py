@@ -42,15 +42,7 @@ from .. import envs
 from ..errors import UserError
 from ..model import BenchSpec, Cell, Observation, Target, Timeouts
 from ..quoting import k8s_name, shell_word
-from .base import (
-    DONE,
-    PROBE_SOURCE,
-    RUNNING,
-    WAITING,
-    JobDir,
-    JobSettings,
-    probe_arguments,
-)
+from .base import DONE, PROBE_SOURCE, RUNNING, WAITING, JobDir, JobSettings, probe_arguments
 
 try:
     from kubernetes.client.exceptions import ApiException

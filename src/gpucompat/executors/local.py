@@ -25,19 +25,7 @@ from ..envs.uv import uv_bin
 from ..model import Cell, Observation
 from ..paths import cache_dir
 from ..quoting import shell_comment
-from .base import (
-    DONE,
-    INSTALLING,
-    READY_MARKER,
-    RUNNING,
-    WAITING,
-    JobDir,
-    JobSettings,
-    new_job_dir,
-    probe_arguments,
-    probe_command,
-    tail,
-)
+from .base import DONE, INSTALLING, READY_MARKER, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
 
 CPU_ONLY_SLOTS = 2  # probes at once when no GPU is visible (none of them can reach a GPU)
 POLL_S = 0.05

@@ -32,18 +32,7 @@ from ..errors import UserError
 from ..model import BenchSpec, Cell, Observation, Target
 from ..paths import cache_dir
 from ..quoting import sbatch_directive, shell_comment, shell_word, slurm_name
-from .base import (
-    DONE,
-    READY_MARKER,
-    RUNNING,
-    WAITING,
-    JobDir,
-    JobSettings,
-    new_job_dir,
-    probe_arguments,
-    probe_command,
-    tail,
-)
+from .base import DONE, READY_MARKER, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
 
 # Job states in which a task is still Slurm's (squeue(1) JOB STATE CODES); any other state, or
 # none, means it ended. Requeued and held tasks come back to PENDING.
