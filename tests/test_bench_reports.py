@@ -12,21 +12,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from rich.console import Console
 
-from gpucompat.report.bench import (
-    bench_csv,
-    bench_json,
-    bench_summary,
-    bench_table,
-    compare,
-    compare_table,
-    downsample,
-    scaling_chart,
-    scaling_table,
-    sharing_chart,
-    telemetry_chart,
-    throughput_chart,
-    trend_chart,
-)
+from gpucompat.report.bench import bench_csv, bench_json, bench_summary, bench_table, compare, compare_table, scaling_table
+from gpucompat.report.charts import downsample, scaling_chart, sharing_chart, telemetry_chart, throughput_chart, trend_chart
 from gpucompat.report.html import render
 
 PEAKS = {"NVIDIA H200": {"fp64": 67, "fp32": 67, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5, "fp8": 1979},

@@ -4,7 +4,7 @@ Jinja2 with autoescape: every captured text (error messages, logs, names) is esc
 A matrix per framework (rows: version/variant/Python/env; columns: GPU classes), each
 cell coloured by its code with the evidence and the prediction one click away
 (<details>, so it works without JavaScript). With bench figures, a Benchmarks section: the
-matrix-product throughput and a trend across framework versions as inline SVG (report/bench.py),
+matrix-product throughput and a trend across framework versions as inline SVG (report/charts.py),
 and a table of every figure; where measured, sharing one GPU among N processes, data-parallel
 scaling over N GPUs (chart and table) and NVML telemetry per cell, each in its own sub-section.
 """
@@ -64,33 +64,33 @@ def _profiles(profiles: list[dict]) -> list[dict]:
 
 def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, mig_reference: list[dict] = (),
            profiles: list[dict] = ()) -> dict | None:
-    """The Benchmarks section: the charts (inline SVG, escaped by bench.py) and every figure of a workload
+    """The Benchmarks section: the charts (inline SVG, escaped by charts.py) and every figure of a workload
     alone on one GPU; the figures of N processes sharing one GPU and of training over N GPUs in their own
     sub-sections (never mixed into the plain chart and table), each MIG instance's figures against the whole
     GPU's (from this sweep or `mig_reference`, other sweeps' figures), NVML's telemetry per cell, and each
     cell's profiling window (`profiles`)."""
     if not bench_rows and not telemetry and not profiles:
         return None
-    from . import bench
+    from . import bench, charts
 
     rows = list(bench_rows or [])
     plain = bench.plain_rows(rows)
     shared = [r for r in rows if bench.is_shared(r)]
     scaling = [r for r in rows if bench.is_scaling(r)]
-    dtype = bench.trend_dtype(plain)
+    dtype = charts.trend_dtype(plain)
     series = []
     for s in sorted(telemetry or [], key=lambda s: (str(s.get("gpu") or ""), s.get("cell") or 0)):
-        chart = bench.telemetry_chart(s, memory=True)
+        chart = charts.telemetry_chart(s, memory=True)
         if chart:
             times = [x[0] for x in s.get("samples") or [] if x and isinstance(x[0], (int, float))]
             series.append({"cell": s.get("cell"), "label": f"cell {s.get('cell', '?')}: {s.get('framework') or ''} {s.get('version') or ''} on {s.get('gpu') or ''}",
                            "samples": len(s.get("samples") or []), "seconds": bench._trim(bench.number(max(times) if times else 0)), "chart": chart})
     return {"count": len(rows), "plain": len(plain), "throttled": sum(1 for r in rows if r.get("throttled")),
-            "throughput": bench.throughput_chart(plain),
-            "trend": bench.trend_chart(plain, "matmul", dtype) if dtype and bench.trend_versions(plain, "matmul", dtype) > 1 else "",
+            "throughput": charts.throughput_chart(plain),
+            "trend": charts.trend_chart(plain, "matmul", dtype) if dtype and charts.trend_versions(plain, "matmul", dtype) > 1 else "",
             "trend_dtype": dtype, "summary": bench.bench_summary(plain),
-            "sharing": bench.sharing_chart(shared), "shared_count": len(shared), "mig": bench.mig_table(rows, mig_reference),
-            "scaling": bench.scaling_chart(scaling), "scaling_table": bench.scaling_table(scaling),
+            "sharing": charts.sharing_chart(shared), "shared_count": len(shared), "mig": bench.mig_table(rows, mig_reference),
+            "scaling": charts.scaling_chart(scaling), "scaling_table": bench.scaling_table(scaling),
             "telemetry": series, "profiles": _profiles(list(profiles))}
 
 
