@@ -22,7 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROBE = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe" / "probe.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))  # probe_build needs nothing but the standard library
+from gpucompat.probe_build import probe_pyz  # noqa: E402
+
+PROBE = probe_pyz()  # the probe as jobs run it
 
 HAND_LOOP = r"""
 import json, sys, time

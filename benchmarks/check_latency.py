@@ -19,7 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-PROBE = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe" / "probe.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))  # probe_build needs nothing but the standard library
+from gpucompat.probe_build import probe_pyz  # noqa: E402
+
+PROBE = probe_pyz()  # the probe as jobs run it
 
 
 def timed(command: list[str], env: dict) -> tuple[float, int]:
@@ -39,7 +42,7 @@ def main() -> None:
     gpucompat = [sys.executable, "-m", "gpucompat"]
     variants = {
         "bare torch.ones(1).cuda()": [sys.executable, "-c", "import torch; torch.ones(1).cuda()"],
-        "probe.py torch (all stages)": [sys.executable, str(PROBE), "--framework", "torch", "--result", str(work / "p.json")],
+        "probe.pyz torch (all stages)": [sys.executable, str(PROBE), "--framework", "torch", "--result", str(work / "p.json")],
         "gpucompat check torch --env current": [*gpucompat, "check", "torch", "--env", "current"],
     }
     if args.wheelhouse:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from gpucompat.envs import container
-from gpucompat.executors.base import PROBE_SOURCE, probe_arguments, probe_command
+from gpucompat.executors.base import PROBE_FILE, probe_arguments, probe_command, probe_pyz
 from gpucompat.model import Cell, ResolvedStack, Stack, Target, Timeouts
 
 STAND_IN = Path("/var/run/cdi/gpucompat-benchmark-stand-in.yaml")
@@ -53,7 +53,7 @@ def main() -> None:
         tmp_path = Path(tmp)
         job = tmp_path / "job"
         job.mkdir()
-        shutil.copyfile(PROBE_SOURCE, job / "probe.py")
+        shutil.copyfile(probe_pyz(), job / PROBE_FILE)
         run_sh = job / "run.sh"  # what the local executor writes, line for line
         run_sh.write_text('#!/bin/sh\ncd "$(dirname "$0")" || exit 70\n' + probe_command(
             cell, "python3", str(tmp_path / "env"), probe_arguments("cuda-runtime", Timeouts(), None, stage_timeouts=False), podman))
@@ -68,7 +68,7 @@ def main() -> None:
         finally:
             subprocess.run([podman, "rm", created], capture_output=True)
         (root / "job").mkdir()
-        shutil.copyfile(PROBE_SOURCE, root / "job" / "probe.py")
+        shutil.copyfile(probe_pyz(), root / "job" / PROBE_FILE)
         subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
         wrote_stand_in = False
         if not any(p.exists() and "nvidia.com/gpu" in p.read_text() for d in ("/etc/cdi", "/var/run/cdi") for p in Path(d).glob("*.y*ml")):
@@ -77,7 +77,7 @@ def main() -> None:
                                 '    env:\n    - NVIDIA_GPUCOMPAT_CDI_STAND_IN=1\n')
             wrote_stand_in = True
         try:
-            direct_command = ["chroot", str(root), "sh", "-c", "cd /job && exec python3 probe.py " + " ".join(ARGS)]
+            direct_command = ["chroot", str(root), "sh", "-c", "cd /job && exec python3 probe.pyz " + " ".join(ARGS)]
             direct, contained = [], []
             timed(direct_command, root / "job"), timed(["/bin/sh", str(run_sh)], job)  # warm both (page cache, storage)
             for _ in range(options.repeat):  # interleaved, so drift hits both alike

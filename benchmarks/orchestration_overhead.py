@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 from gpucompat.executors.local import CPU_ONLY_SLOTS
+from gpucompat.probe_build import probe_pyz
 from gpucompat.store import Store
 
 SERIES = ["11.7", "11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9", "13.0"]
-PROBE = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe" / "probe.py"
+PROBE = probe_pyz()  # the probe as jobs run it
 
 
 def main() -> None:

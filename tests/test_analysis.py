@@ -1,4 +1,4 @@
-"""Classification from probe facts first, signatures second (facts shaped as probe.py writes them)."""
+"""Classification from probe facts first, signatures second (facts shaped as the probe writes them)."""
 
 import pytest
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,12 @@ from gpucompat.bench import figures, present, throttled
 from gpucompat.errors import UserError
 from gpucompat.model import BenchSpec, Observation, Outcome, ResolvedStack, Stack, Target
 from gpucompat.plan import parse_plan
+from gpucompat.probe import bench as probe_bench
+from gpucompat.probe import main as probe_main
+from gpucompat.probe import nvml as probe_nvml
+from gpucompat.probe import profiling, records
 from gpucompat.store import Store
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe"))
-import probe  # noqa: E402
 
 
 class Stand_in:
@@ -37,21 +38,21 @@ class Stand_in:
         facts["op"] = "nothing"
 
     def bench(self, handle, facts):
-        bench = probe.Bench(facts, self.bench_config)
+        bench = probe_bench.Bench(facts, self.bench_config)
         bench.measure("matmul", "bf16", "TFLOP/s", lambda: ([780.0, 790.0, 785.0, 800.0], {"size": "8192x8192x8192"}))
-        bench.measure("matmul", "fp8", "TFLOP/s", probe._raise(probe.Unsupported("no fp8 here")))
+        bench.measure("matmul", "fp8", "TFLOP/s", probe_bench._raise(probe_bench.Unsupported("no fp8 here")))
         bench.measure("copy", "", "GB/s", lambda: ([4200.0 + i for i in range(10)], {}))
         bench.measure("launch", "", "us", lambda: 1 / 0, better="lower")
 
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    monkeypatch.setitem(probe.ADAPTERS, "stand-in", Stand_in)
+    monkeypatch.setitem(probe_main.ADAPTERS, "stand-in", Stand_in)
 
 
 def probe_result(tmp_path, config=None):
     path = tmp_path / "result.json"
-    probe.run("stand-in", str(path), probe.STAGES + ("bench",), {}, config)
+    probe_main.run("stand-in", str(path), records.STAGES + ("bench",), {}, config)
     return json.loads(path.read_text())
 
 
@@ -84,8 +85,8 @@ def test_a_broken_figure_or_a_bench_that_ran_out_of_time_never_fails_the_cell(tm
 
 
 def test_nvml_absent_is_said_not_raised(monkeypatch):
-    monkeypatch.setattr(probe.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(f"{name}: cannot open")))
-    nvml = probe.Nvml()
+    monkeypatch.setattr(probe_nvml.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(f"{name}: cannot open")))
+    nvml = probe_nvml.Nvml()
     assert nvml.snapshot() == {"error": "libnvidia-ml.so.1: cannot open"}
     assert throttled({"before": {"throttle": ["gpu_idle"]}, "after": {"throttle": ["sw_power_cap"]}})
     assert not throttled({"before": {"throttle": ["gpu_idle", "applications_clocks"]}, "after": {"error": "x"}})
@@ -93,11 +94,11 @@ def test_nvml_absent_is_said_not_raised(monkeypatch):
 
 def test_the_probe_takes_the_bench_from_its_command_line(tmp_path, stand_in):
     path = tmp_path / "r.json"
-    assert probe.main(["--framework", "stand-in", "--result", str(path), "--bench", '{"size": 1024}']) == 0
+    assert probe_main.main(["--framework", "stand-in", "--result", str(path), "--bench", '{"size": 1024}']) == 0
     data = json.loads(path.read_text())
     assert list(data["stages"]) == ["import", "device", "compute", "bench"]
     assert data["stages"]["bench"]["facts"]["config"]["size"] == 1024
-    assert probe.main(["--framework", "stand-in", "--result", str(path)]) == 0
+    assert probe_main.main(["--framework", "stand-in", "--result", str(path)]) == 0
     assert "bench" not in json.loads(path.read_text())["stages"]  # off unless asked
 
 
@@ -199,17 +200,17 @@ def test_the_profiling_window_wraps_only_its_steps_and_keeps_a_bounded_trace(tmp
         calls.append(1)
         model(torch.rand(32, 64)).sum().backward()
 
-    window = probe.torch_profile_window(torch, step, start=10, count=3)
+    window = profiling.torch_profile_window(torch, step, start=10, count=3)
     assert len(calls) == 2 * (10 + 3 + 200)  # a control run, then the window's steps and the steps around it, never more
     assert (window["start"], window["steps"]) == (10, 3)
     assert window["trace"] and Path(window["trace"]).name == "profile-trace.json.gz" and Path(window["trace"]).exists()
-    assert 0 < window["trace_bytes"] <= probe.PROFILE_TRACE_MAX
+    assert 0 < window["trace_bytes"] <= profiling.PROFILE_TRACE_MAX
     assert window["step_s_before"] > 0 and window["step_s_after"] > 0 and window["step_s_control"] > 0
     assert window["overhead_outside"] == pytest.approx(window["step_s_after"] / window["step_s_control"] - 1)
     assert window["top_kernels"] == [] or abs(sum(k["share"] for k in window["top_kernels"]) - 1) < 0.5
     assert window["cupti_teardown"] == "1"  # CUPTI is let go after the window (pytorch/pytorch#144455)
     monkeypatch.setenv("TEARDOWN_CUPTI", "0")  # unless the user chose otherwise
-    early = probe.torch_profile_window(torch, step, start=2, count=1)
+    early = profiling.torch_profile_window(torch, step, start=2, count=1)
     assert early["cupti_teardown"] == "0" and early["step_s_before"] > 0  # a window from step 2 still has a step before it
 
 
@@ -236,8 +237,8 @@ def test_the_top_device_kernels_of_a_recorded_jax_profiler_trace():
     """The Perfetto trace jax.profiler wrote on an H200 (docs/evidence/profile-frameworks-h200x2, sweep 2,
     cell 4): only the /device:GPU processes count, and the sum is what that run stored."""
     trace = Path(__file__).resolve().parent / "data" / "jax-profile-trace-h200.json.gz"
-    durations = probe.perfetto_device_time(str(trace))
-    top, total = probe._top(durations)
+    durations = profiling.perfetto_device_time(str(trace))
+    top, total = profiling._top(durations)
     assert total == 979.7  # device_us_total of result 3 in profile-windows.json
     assert top[0]["kernel"] == "gemm_fusion_dot" and 0.1 < top[0]["share"] < 0.2
     assert not any(name.startswith("$") for name in durations)  # the host's Python frames are left out

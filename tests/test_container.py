@@ -173,12 +173,12 @@ def test_htcondor_and_kubernetes_jobs_run_the_image():
     c = cell(runtime="apptainer")
     script = job_script(c, "--framework torch --result result.json", 600, True, None)
     assert "command -v uv" not in script and "timeout 600 bash install.sh > install.log 2>&1" in script
-    assert "apptainer) exec apptainer exec --nv --no-home --bind \"$PWD\" --pwd \"$PWD\" env/image.sif python3 probe.py" in script
+    assert "apptainer) exec apptainer exec --nv --no-home --bind \"$PWD\" --pwd \"$PWD\" env/image.sif python3 probe.pyz" in script
     assert script.rstrip().endswith("esac") and "> stdout.log 2> stderr.log ;;" in script
     # Kubernetes: the pod's image is the stack's (the kubelet pulls it; the device plugin gives the GPU)
     manifest = job_manifest(c, "gpucompat-s1", pod_image(c.stack.image), "default", Timeouts())
     spec = manifest["spec"]["template"]["spec"]["containers"][0]
-    assert spec["image"] == "nvcr.io/nvidia/pytorch:25.01-py3" and "python3 probe.py" in spec["command"][2]
+    assert spec["image"] == "nvcr.io/nvidia/pytorch:25.01-py3" and "python3 probe.pyz" in spec["command"][2]
     with pytest.raises(UserError, match="Apptainer's"):
         pod_image("/images/pt.sif")
 
@@ -228,7 +228,7 @@ def test_the_condition_nvidia_container_cli_names_is_read_from_its_message():
     ("stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
      "cannot open shared object file: no such file or directory: unknown.", "NO_DEVICE", "device", None, "no usable NVIDIA driver"),
     # no signature: the runtime or the image's python3 ended it, never a gpucompat bug (INTERNAL) nor the stack's
-    ('  File "/job/probe.py", line 12\nSyntaxError: invalid syntax', "UNTESTED", "import", "runtime", "SyntaxError: invalid syntax"),
+    ('  File "/job/probe.pyz/gpucompat_probe/adapter_cupy.py", line 55\nSyntaxError: invalid syntax', "UNTESTED", "import", "runtime", "SyntaxError: invalid syntax"),
 ])
 def test_a_runtime_that_never_started_the_probe(stderr, code, stage, cause, said):
     outcome = analysis.classify(cell().resolved, Observation(facts={}, returncode=125, stderr=stderr))

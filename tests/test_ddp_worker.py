@@ -1,4 +1,5 @@
-"""The DDP worker (src/gpucompat/probe/ddp_worker.py) on CPU with Gloo, through torch's own launcher.
+"""The DDP worker (src/gpucompat/probe/ddp_*.py) on CPU with Gloo, through torch's own launcher, run as
+the jobs run it: `probe.pyz ddp-worker ARGS`, from the built probe.pyz.
 
 The worker runs under the interpreter named by GPUCOMPAT_TORCH_PYTHON (default: this one), which
 must import torch; the tests skip, saying why, when it cannot. Each configuration runs once per
@@ -15,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe" / "ddp_worker.py"
+from gpucompat.probe_build import probe_pyz
+
+PROBE_DIR = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe"
+WORKER = [str(probe_pyz()), "ddp-worker"]
 PYTHON = os.environ.get("GPUCOMPAT_TORCH_PYTHON") or sys.executable
 STDLIB = set(sys.stdlib_module_names)
 
@@ -57,7 +61,7 @@ def env(**extra):
 def torchrun(nproc, args, tmp_path, name, **extra):
     result = tmp_path / ("%s.json" % name)
     proc = subprocess.run(
-        [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), str(WORKER),
+        [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), *WORKER,
          *args, "--backend", "gloo", "--device", "cpu", "--result", str(result)],
         capture_output=True, text=True, env=env(**extra), timeout=300)
     return proc, result
@@ -82,10 +86,11 @@ def runs(tmp_path_factory):
 
 
 def test_worker_is_python38_syntax_and_imports_only_the_stdlib_at_top_level():
-    tree = ast.parse(WORKER.read_text(), feature_version=(3, 8))
-    top_level = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
-    top_level |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
-    assert top_level <= STDLIB, top_level - STDLIB
+    for path in sorted(PROBE_DIR.glob("ddp_*.py")):
+        tree = ast.parse(path.read_text(), feature_version=(3, 8))
+        top_level = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+        top_level |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        assert top_level <= STDLIB, top_level - STDLIB
 
 
 @needs_torch
@@ -161,7 +166,7 @@ def free_port():
 def test_slurm_environment_is_mapped_without_torchrun(tmp_path):
     result = tmp_path / "slurm.json"
     proc = subprocess.run(
-        [PYTHON, str(WORKER), "--model", "cnn", "--epochs", "2", "--images-per-epoch", "256", "--batch", "32",
+        [PYTHON, *WORKER, "--model", "cnn", "--epochs", "2", "--images-per-epoch", "256", "--batch", "32",
          "--eval-images", "64", "--device", "cpu", "--result", str(result)],
         capture_output=True, text=True, timeout=300,
         env=env(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
@@ -173,7 +178,7 @@ def test_slurm_environment_is_mapped_without_torchrun(tmp_path):
 @needs_torch
 def test_slurm_without_master_addr_says_what_to_export(tmp_path):
     proc = subprocess.run(
-        [PYTHON, str(WORKER), "--model", "cnn", "--epochs", "1", "--images-per-epoch", "64", "--batch", "32",
+        [PYTHON, *WORKER, "--model", "cnn", "--epochs", "1", "--images-per-epoch", "64", "--batch", "32",
          "--result", str(tmp_path / "x.json")],
         capture_output=True, text=True, timeout=120, env=env(SLURM_PROCID="0", SLURM_NTASKS="2", SLURM_JOB_ID="7"))
     assert proc.returncode == 2
@@ -183,12 +188,9 @@ def test_slurm_without_master_addr_says_what_to_export(tmp_path):
 
 
 def _worker_module():
-    import importlib.util
+    from gpucompat.probe import ddp_launch  # the standard library only at import: no torch needed
 
-    spec = importlib.util.spec_from_file_location("ddp_worker", WORKER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # the standard library only at import: no torch needed
-    return module
+    return ddp_launch
 
 
 SRUN_TASK = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4",

@@ -62,8 +62,8 @@ def test_submit_descriptions_and_dag_read_back_with_the_bindings(tmp_path):
     # a relative executable is relative to condor_submit's directory (DAGMan's), never initialdir
     assert torch_job["executable"] == str(tmp_path / "cell-1" / "run.sh") and Path(torch_job["executable"]).is_file()
     assert torch_job["log"] == str(tmp_path / "cell-1" / "job.log") and torch_job["initialdir"] == str(tmp_path / "cell-1")
-    assert torch_job["transfer_input_files"] == "probe.py, ddp_worker.py, install.sh, requirements.txt"
-    assert current_job["transfer_input_files"] == "probe.py, ddp_worker.py"
+    assert torch_job["transfer_input_files"] == "probe.pyz, install.sh, requirements.txt"
+    assert current_job["transfer_input_files"] == "probe.pyz"
     dag = [line.split() for line in (tmp_path / DAG_FILE).read_text().splitlines() if line and not line.startswith("#")]
     assert dag == [["JOB", "cell1:0", "cell1.sub"], ["SCRIPT", "POST", "cell1:0", str(tmp_path / "cell-1" / "post.sh"), "$RETURN"],
                    ["JOB", "cell2:0", "cell2.sub"], ["SCRIPT", "POST", "cell2:0", str(tmp_path / "cell-2" / "post.sh"), "$RETURN"]]
@@ -236,7 +236,7 @@ def test_event_log_format_reads_back_with_jobeventlog(tmp_path):
 
 def test_a_job_held_by_the_pool_is_untested_with_the_hold_reason(tmp_path):
     reason = ("Transfer input files failure at execution point slot1_1@gpu7.example.org using protocol file. "
-              "Details: reading from file /home/alice/runs/sweep-1/cell-1/probe.py: (errno 2) No such file or directory")
+              "Details: reading from file /home/alice/runs/sweep-1/cell-1/probe.pyz: (errno 2) No such file or directory")
     observation, outcome = collected(tmp_path, SUBMITTED + EXECUTING + held(reason, 13, 2) + aborted(PERIODIC_REMOVE), -1002)
     assert observation.untested == ("scheduler", f"held: {reason} (HoldReasonCode 13, subcode 2)")
     assert (outcome.code, outcome.stage, outcome.cause) == ("UNTESTED", "schedule", "scheduler")

@@ -117,7 +117,7 @@ def test_htcondor_dag_and_submit_files_parse_with_the_bindings(isolated):
         assert submit["periodic_remove"].startswith("((JobStatus == 1) && (time() - QDate) > 21600) || ((JobStatus == 5) && ")
         assert submit["require_gpus"] in ("Capability == 8.0", "Capability == 6.1")  # declared classes: by capability
         cell = Path(submit["initialdir"])
-        assert {"run.sh", "probe.py", "install.sh", "post.sh"} <= {p.name for p in cell.iterdir()}
+        assert {"run.sh", "probe.pyz", "install.sh", "post.sh"} <= {p.name for p in cell.iterdir()}
 
 
 def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):

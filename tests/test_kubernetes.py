@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import signal
@@ -40,6 +41,7 @@ from gpucompat.errors import UserError  # noqa: E402
 from gpucompat.executors import kubernetes as kx  # noqa: E402
 from gpucompat.executors.base import DONE, RUNNING, WAITING, JobSettings  # noqa: E402
 from gpucompat.model import Cell, ResolvedStack, Stack, Target, Timeouts  # noqa: E402
+from gpucompat.probe_build import probe_pyz  # noqa: E402
 from gpucompat.store import Store, runs_dir_for  # noqa: E402
 
 SERIALIZE = k8s.ApiClient().sanitize_for_serialization
@@ -287,8 +289,11 @@ def run_container(manifest: dict, configmaps: dict[str, dict], tmp: Path, env: d
         mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
         directory = tmp / f"volume-{volume['name']}"
         directory.mkdir(parents=True, exist_ok=True)
-        for key, value in configmaps.get((volume.get("configMap") or {}).get("name"), {}).get("data", {}).items():
+        config_map = configmaps.get((volume.get("configMap") or {}).get("name"), {})
+        for key, value in config_map.get("data", {}).items():
             (directory / key).write_text(value)
+        for key, value in config_map.get("binaryData", {}).items():  # probe.pyz
+            (directory / key).write_bytes(base64.b64decode(value))
         paths[mount["mountPath"]] = directory
     for mount_path in sorted(paths, key=len, reverse=True):
         script = script.replace(mount_path, str(paths[mount_path]))
@@ -328,7 +333,9 @@ def test_every_manifest_validates_and_the_install_is_the_shared_renderer(tmp_pat
         kubernetes_validate.validate(manifest, "1.30", strict=True)
     maps = read_configmaps(workdir)
     assert all(m["immutable"] is True for m in maps.values())
-    env_map = next(m for name, m in maps.items() if "install.sh" in m["data"])
+    env_map = next(m for name, m in maps.items() if "install.sh" in m.get("data", {}))
+    probe_map = next(m for m in maps.values() if "binaryData" in m)  # the probe, zipped: binary data, not text
+    assert base64.b64decode(probe_map["binaryData"]["probe.pyz"]) == probe_pyz().read_bytes() and "data" not in probe_map
     # exactly what every executor renders for this cell, with the stack's Python, index and offline mode
     expected = envs.provider("uv").install_script(CU128_RESOLVED, "env", "requirements.txt", None, True, uv="uv", same_machine=False)
     assert env_map["data"]["install.sh"] == expected == (jobs[0].path / "install.sh").read_text()
@@ -345,7 +352,7 @@ def test_every_manifest_validates_and_the_install_is_the_shared_renderer(tmp_pat
     assert json.loads((jobs[1].path / "job.json").read_text())["spec"]["template"]["spec"]["volumes"] == job["spec"]["template"]["spec"]["volumes"]
     current = json.loads((jobs[2].path / "job.json").read_text())
     assert "env" not in {v["name"] for v in current["spec"]["template"]["spec"]["volumes"]}
-    assert current["spec"]["template"]["spec"]["containers"][0]["command"][2].count("python3 probe.py") == 1
+    assert current["spec"]["template"]["spec"]["containers"][0]["command"][2].count("python3 probe.pyz") == 1
     pod_deadline, job_deadline = kx.deadlines(Timeouts())
     assert (job["spec"]["template"]["spec"]["activeDeadlineSeconds"], job["spec"]["activeDeadlineSeconds"]) == (pod_deadline, job_deadline)
     assert pod_deadline == 3600 + 1200 + 1800 and job_deadline == pod_deadline + 3600 + 60

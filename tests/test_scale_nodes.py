@@ -4,8 +4,8 @@ test_slurm.py's test_two_nodes_train_through_srun."""
 
 from __future__ import annotations
 
+import importlib
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,10 +15,10 @@ from gpucompat.quoting import sbatch_directive
 from gpucompat.executors.slurm import SlurmExecutor, request_args
 from gpucompat.model import BenchSpec, Cell, ResolvedStack, Stack, Target, Timeouts
 from gpucompat.plan import parse_plan
+from gpucompat.probe import scaling
+from gpucompat.probe_build import probe_pyz
 from gpucompat.sweep import with_executor
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe"))
-import probe  # noqa: E402
 
 STACKS = """
 [[stacks]]
@@ -78,9 +78,9 @@ def test_only_torch_cells_are_sent_across_nodes(tmp_path):
 
 
 def test_the_srun_line_puts_one_task_per_gpu_on_the_first_nodes():
-    command = probe.srun_command("/w/ddp_worker.py", 2, 4, ["gpu07", "gpu08", "gpu09"], ["--model", "cnn"])
+    command = scaling.srun_command("/w/probe.pyz", 2, 4, ["gpu07", "gpu08", "gpu09"], ["ddp-worker", "--model", "cnn"])
     assert command == ["srun", "--export=ALL", "--nodes", "2", "--ntasks", "8", "--ntasks-per-node", "4", "--nodelist", "gpu07,gpu08",
-                       "--kill-on-bad-exit=1", sys.executable, "/w/ddp_worker.py", "--model", "cnn"]
+                       "--kill-on-bad-exit=1", sys.executable, "/w/probe.pyz", "ddp-worker", "--model", "cnn"]
 
 
 class NoGpuTorch:
@@ -91,15 +91,18 @@ class NoGpuTorch:
 
 
 def test_outside_slurm_more_nodes_are_not_measured_never_failed(monkeypatch):
+    """The probe as a job has it, imported from the built probe.pyz (where the DDP worker is)."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.syspath_prepend(str(probe_pyz()))
+    bench_module, scaling_module = (importlib.import_module("gpucompat_probe." + name) for name in ("bench", "scaling"))
     facts = {}
-    bench = probe.Bench(facts, {"scale": [1], "nodes": [1, 2]})
-    probe.scale_figures(NoGpuTorch, bench, [1])
+    bench = bench_module.Bench(facts, {"scale": [1], "nodes": [1, 2]})
+    scaling_module.scale_figures(NoGpuTorch, bench, [1])
     across = [f for f in facts["figures"] if f.get("nodes")]
     assert [(f["measurement"], f["nodes"], f["processes"]) for f in across] == [("scaling_cnn", 2, 2), ("scaling_large", 2, 2)]
     assert all(f["unsupported"] == "not measured: needs a Slurm allocation" and "error" not in f for f in across)
-    with pytest.raises(probe.Unsupported, match="needs a Slurm allocation"):
-        probe.srun_worker("ddp_worker.py", 2, 1, [])
+    with pytest.raises(bench_module.Unsupported, match="needs a Slurm allocation"):
+        scaling_module.srun_worker("probe.pyz", 2, 1, [])
 
 
 def test_a_cluster_too_small_for_the_bench_still_tests_the_stack_on_one_gpu(tmp_path):

@@ -195,13 +195,15 @@ def two_nodes(tmp_path_factory):
 # Inside the job, the probe's scaling runs with the CNN made small: 1 process through torchrun on this
 # node, then 2 through srun, one on each node (scale = [1], nodes = [1, 2]). No GPU: the worker takes
 # Gloo on CPU; the stand-in torch only says how many GPUs the job sees.
-ACROSS = """import json, probe
-probe.SCALE_RUNS = {"cnn": {"epochs": 2, "images": 1024, "batch": 32}}
+ACROSS = """import json, sys
+sys.path.insert(0, "probe.pyz")
+from gpucompat_probe import bench, scaling
+scaling.SCALE_RUNS = {"cnn": {"epochs": 2, "images": 1024, "batch": 32}}
 class torch:
     class cuda:
         device_count = staticmethod(lambda: 1)
 facts = {}
-probe.scale_figures(torch, probe.Bench(facts, {"scale": [1], "nodes": [1, 2]}), [1])
+scaling.scale_figures(torch, bench.Bench(facts, {"scale": [1], "nodes": [1, 2]}), [1])
 json.dump(facts["figures"], open("figures.json", "w"))
 """
 
@@ -213,9 +215,9 @@ def test_two_nodes_train_through_srun(two_nodes, tmp_path):
 
     if not have_torch():
         pytest.skip("torch is not importable here: the worker needs it (a CPU build will do)")
-    probe_dir = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe"
-    for name in ("probe.py", "ddp_worker.py"):  # the job directory, as the executor fills it
-        shutil.copyfile(probe_dir / name, tmp_path / name)
+    from gpucompat.probe_build import probe_pyz
+
+    shutil.copyfile(probe_pyz(), tmp_path / "probe.pyz")  # the job directory, as the executor fills it
     # the request a torch cell with [bench] scale = [1], nodes = [1, 2] makes
     directives = request_args(Target("NVIDIA A100", gres="a100"), BenchSpec(scale=(1,), nodes=(1, 2)))
     assert directives == ["--gres=gpu:a100:1", "--nodes=2", "--ntasks-per-node=1"]

@@ -24,11 +24,11 @@ from pathlib import Path
 from .discover import local
 from .envs import container
 from .envs.current import installed
-from .executors.base import PROBE_SOURCE
 from .knowledge import tables
 from .knowledge.rules import predict_stack, suggest_fix
 from .model import FRAMEWORKS
-from .probe.probe import cuda_env, loaded_libraries
+from .probe.records import cuda_env, loaded_libraries
+from .probe_build import probe_pyz
 
 GUIDE = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
 LD_SO = "https://man7.org/linux/man-pages/man8/ld.so.8.html"
@@ -134,7 +134,7 @@ def _import_facts(framework: str) -> dict:
     """The probe's import stage in a fresh interpreter: versions, CUDA runtime, cuDNN, arch list."""
     with tempfile.TemporaryDirectory() as work:
         result = Path(work) / "result.json"
-        subprocess.run([sys.executable, str(PROBE_SOURCE), "--framework", framework, "--result", str(result), "--stages", "import"],
+        subprocess.run([sys.executable, str(probe_pyz()), "--framework", framework, "--result", str(result), "--stages", "import"],
                        capture_output=True, timeout=300)
         try:
             probed = json.loads(result.read_text())

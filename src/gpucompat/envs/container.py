@@ -2,7 +2,7 @@
 
 Nothing is installed into the image and the image is never modified: the install step only
 pulls it (or checks that it is there), and the probe runs as the image's own `python3` with
-the job directory bind-mounted at the same path (probe.py in, result.json out).
+the job directory bind-mounted at the same path (probe.pyz in, result.json out).
 
 The runtime is the stack's `runtime`, else the first of RUNTIMES that can run the image and is
 on the PATH where the job runs: run.sh and install.sh choose it on the node (`command -v`), so
@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 
 from ..model import ResolvedStack
+from ..probe_build import PROBE_FILE
 from ..quoting import shell_word
 
 RUNTIMES = ("apptainer", "singularity", "podman", "docker")
@@ -121,7 +122,7 @@ def _no_runtime(candidates: tuple[str, ...]) -> str:
 
 
 def probe_command(resolved: ResolvedStack, env_dir: str, probe_args: str, runtime: str | None = None, redirect: str = "") -> str:
-    """The lines of run.sh that start the probe in the image: `exec <runtime ...> python3 probe.py ARGS`.
+    """The lines of run.sh that start the probe in the image: `exec <runtime ...> python3 probe.pyz ARGS`.
     `runtime`: decided on the submit side (the local executor), else chosen on the node."""
     stack = resolved.stack
     candidates = (runtime,) if runtime else runtimes_for(stack.image or "", stack.runtime)
@@ -129,7 +130,7 @@ def probe_command(resolved: ResolvedStack, env_dir: str, probe_args: str, runtim
     lines = [_pick(candidates), 'case "$runtime" in\n']
     for candidate in candidates:
         lines.append(f"  {shell_word(candidate)}) exec {_shell(run_words(candidate, stack.image or '', env_dir))} "
-                     f"probe.py {probe_args}{suffix} ;;\n")
+                     f"{PROBE_FILE} {probe_args}{suffix} ;;\n")
     lines.append("  " + _no_runtime(candidates))
     lines.append("esac\n")
     return "".join(lines)

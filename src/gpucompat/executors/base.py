@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ..model import BenchSpec, Cell, Observation, Timeouts
+from ..probe_build import PROBE_FILE, probe_pyz
 from ..quoting import shell_word
-
-PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe" / "probe.py"
-DDP_WORKER = PROBE_SOURCE.with_name("ddp_worker.py")
 
 # Job states an executor reports from poll().
 WAITING, INSTALLING, RUNNING, DONE = "waiting", "installing", "running", "done"
@@ -81,8 +79,7 @@ def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
-    shutil.copyfile(PROBE_SOURCE, path / "probe.py")
-    shutil.copyfile(DDP_WORKER, path / "ddp_worker.py")  # the bench rung's scaling runs start it with torchrun
+    shutil.copyfile(probe_pyz(), path / PROBE_FILE)  # with the DDP worker the bench's scaling runs start (`ddp-worker`)
     record = {"cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target), "pins": list(cell.resolved.pins), **facts}
     (path / "job.json").write_text(json.dumps(record, indent=1))
     from .. import envs
@@ -99,7 +96,7 @@ def stage_timeout_arg(timeouts: Timeouts, bench: BenchSpec | None = None) -> str
 
 
 def probe_arguments(framework: str, timeouts: Timeouts, bench: BenchSpec | None, stage_timeouts: bool = True) -> str:
-    """What follows `probe.py` in a job script, every value quoted: the framework, the result file,
+    """What follows `probe.pyz` in a job script, every value quoted: the framework, the result file,
     the stage timeouts (for jobs no parent process watches) and the bench rung's configuration."""
     words = ["--framework", shell_word(framework), "--result", "result.json"]
     if stage_timeouts:
@@ -112,12 +109,12 @@ def probe_arguments(framework: str, timeouts: Timeouts, bench: BenchSpec | None,
 def probe_command(cell: Cell, interpreter: str, env_dir: str, probe_args: str, runtime: str | None = None,
                   redirect: str = "") -> str:
     """The line(s) of a job script that start the probe, the same for every executor: `exec <interpreter>
-    probe.py ARGS`, or for a container stack the runtime running the image's python3 (envs.container)."""
+    probe.pyz ARGS`, or for a container stack the runtime running the image's python3 (envs.container)."""
     if cell.stack.env == "container":
         from ..envs import container
 
         return container.probe_command(cell.resolved, env_dir, probe_args, runtime, redirect)
-    return f"exec {shell_word(interpreter)} probe.py {probe_args}" + (f" {redirect}" if redirect else "") + "\n"
+    return f"exec {shell_word(interpreter)} {PROBE_FILE} {probe_args}" + (f" {redirect}" if redirect else "") + "\n"
 
 
 def tail(path: Path, limit: int = 6000) -> str:

@@ -28,7 +28,7 @@ from ..errors import UserError
 from ..knowledge.tables import compat_floor, minor_series, version
 from ..model import PROBE_STAGES, Cell, Observation, Target
 from ..quoting import classad_string, condor_path, shell_comment, shell_word
-from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
+from .base import DONE, PROBE_FILE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
 
 DAG_FILE = "sweep.dag"
 SUBMIT_FAILED = "submit-failed.txt"  # written when the bindings could not submit; see prepare()
@@ -313,7 +313,7 @@ class HTCondorExecutor:
                 (path / "requirements.txt").write_text(provider.requirements_text(cell.resolved))
             probe_args = probe_arguments(cell.stack.framework, self.timeouts, self.bench)
             (path / "run.sh").write_text(job_script(cell, probe_args, self.timeouts.install, bool(script), self.wheelhouse))
-            inputs = ["probe.py", "ddp_worker.py"] + (["install.sh", "requirements.txt"] if script else [])
+            inputs = [PROBE_FILE] + (["install.sh", "requirements.txt"] if script else [])
             description = {
                 "universe": "vanilla",
                 "executable": condor_path(path / "run.sh"),  # a relative executable is relative to condor_submit's directory, not initialdir

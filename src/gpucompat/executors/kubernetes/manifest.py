@@ -6,6 +6,7 @@ directory; the executor writes them under the work directory and the watcher (ap
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 from ...errors import UserError
 from ...model import BenchSpec, Cell, Target, Timeouts
 from ...quoting import k8s_name, shell_word
-from ..base import PROBE_SOURCE, probe_arguments
+from ..base import PROBE_FILE, probe_arguments, probe_pyz
 
 # Lines the job script prints to the pod log, the only channel back from the pod.
 BEGIN, END = "GPUCOMPAT-RESULT-BEGIN", "GPUCOMPAT-RESULT-END"
@@ -93,18 +94,26 @@ def _labels(sweep: str, **more: str) -> dict[str, str]:
     return {"app.kubernetes.io/managed-by": "gpucompat", SWEEP_LABEL: sweep, **more}
 
 
-def _config_map(name: str, sweep: str, namespace: str, data: dict[str, str], what: str) -> dict:
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+def _config_map(name: str, sweep: str, namespace: str, data: dict[str, str], what: str, binary: dict[str, bytes] | None = None) -> dict:
+    """`binary`: files that are not UTF-8 text, sent base64-encoded as binaryData (and counted so)."""
+    encoded = {key: base64.b64encode(value).decode() for key, value in (binary or {}).items()}
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in {**data, **encoded}.items())
     if size > CONFIGMAP_LIMIT:
         raise UserError(f"{what} is {size} bytes, more than one ConfigMap can hold ({CONFIGMAP_LIMIT}); "
                         "this stack cannot be sent to Kubernetes as it is.")
-    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
-            "metadata": {"name": name, "namespace": namespace, "labels": _labels(sweep)}, "data": data}
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+                "metadata": {"name": name, "namespace": namespace, "labels": _labels(sweep)}}
+    if data:
+        manifest["data"] = data
+    if encoded:
+        manifest["binaryData"] = encoded
+    return manifest
 
 
 def probe_config_map(sweep: str, namespace: str) -> dict:
-    source = PROBE_SOURCE.read_text()
-    return _config_map(f"{sweep}-p{_digest(source)}", sweep, namespace, {"probe.py": source}, "the probe")
+    """probe.pyz as binaryData, named after its file (gpucompat's version and the digest of the probe's sources)."""
+    pyz = probe_pyz()
+    return _config_map(f"{sweep}-p{_digest(pyz.name)}", sweep, namespace, {}, "the probe", {PROBE_FILE: pyz.read_bytes()})
 
 
 def env_config_map(sweep: str, namespace: str, install: str, requirements: str) -> dict:
@@ -126,7 +135,7 @@ def job_script(framework: str, python: str, install: bool, timeouts: Timeouts, b
     environment's files come from their ConfigMap. Long steps run in the background under `wait`,
     so SIGTERM is handled at once: the trap prints what the probe wrote so far and exits."""
     lines = [
-        f"cp {PROBE_MOUNT}/probe.py probe.py || exit 70",
+        f"cp {PROBE_MOUNT}/{PROBE_FILE} {PROBE_FILE} || exit 70",
         "stage=start; child=; dog=",
         "report() {",
         f'  if [ "$stage" = install ]; then echo {INSTALL_LOG_BEGIN}; tail -c 6000 install.log 2>/dev/null; echo; echo {INSTALL_LOG_END}; fi',
@@ -153,7 +162,7 @@ def job_script(framework: str, python: str, install: bool, timeouts: Timeouts, b
         ]
     lines += [
         f"stage=probe; echo '{STAGE_MARK} probe'",
-        f"{shell_word(python)} probe.py {probe_arguments(framework, timeouts, bench)} & child=$!",
+        f"{shell_word(python)} {PROBE_FILE} {probe_arguments(framework, timeouts, bench)} & child=$!",
         'wait "$child"; code=$?; child=',
         "report",
         f'echo "{EXIT_MARK} $code"',

@@ -1,0 +1,24 @@
+"""probe.pyz's entry point (and `python -m gpucompat.probe` in the source tree):
+
+    python probe.pyz --framework torch --result result.json ...   the probe (main.main)
+    python probe.pyz ddp-worker --model cnn ... --result out.json the DDP worker, as torchrun and srun start it
+
+The zip's own __main__.py (written by gpucompat.probe_build) only calls entry().
+"""
+
+import sys
+
+
+def entry(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ddp-worker"]:  # scaling.WORKER_COMMAND
+        from .ddp_worker import run_as_script
+
+        run_as_script(argv[1:])  # never returns
+    from .main import main
+
+    sys.exit(main(argv))
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,161 @@
+"""The probe's command line: run the stages of one framework's adapter in order, each in its own try
+block, rewriting result.json before and after every stage; or, with --share-child, be one of the N
+processes that share the GPU.
+"""
+
+import argparse
+import json
+import logging
+import os
+import signal
+import time
+import warnings
+
+from .adapter_cuda_runtime import CudaRuntime
+from .adapter_cupy import CuPy
+from .adapter_jax import Jax
+from .adapter_tensorflow import TensorFlow
+from .adapter_torch import Torch
+from .bench import Unsupported
+from .ladder import RungFailed, StageFailed
+from .records import _HOOKS, LOG, PROBE_VERSION, STAGES, RecordLog, _error, loaded_libraries, system_facts, write
+from .sharing import SHARE_WINDOW_S
+
+ADAPTERS = {"torch": Torch, "tensorflow": TensorFlow, "jax": Jax, "cupy": CuPy, "cuda-runtime": CudaRuntime}
+
+
+def share_child(framework, spec, result_path):
+    """One of N processes sharing the GPU (--share-child): ready, wait, run, report."""
+    adapter = ADAPTERS[framework]()
+    report = {"pid": os.getpid(), "started_at": time.time()}
+    try:
+        handle = adapter.import_({})
+        adapter.device(handle, {})
+        run, sync, work, unit = adapter.workload(handle, spec["measurement"], spec["dtype"], spec["size"])
+        began = time.perf_counter()
+        while time.perf_counter() - began < 1.0:  # warm-up: kernels chosen, clocks up
+            run()
+            sync()
+        with open(os.path.join(spec["barrier"], "ready-%d" % os.getpid()), "w"):
+            pass
+        go = os.path.join(spec["barrier"], "go")
+        deadline = time.time() + 300
+        while not os.path.exists(go) and time.time() < deadline:
+            time.sleep(0.005)
+        runs, began = 0, time.perf_counter()
+        while time.perf_counter() - began < SHARE_WINDOW_S:
+            for _ in range(4):
+                run()
+            sync()
+            runs += 4
+        elapsed = time.perf_counter() - began
+        report.update(value=work * runs / elapsed, unit=unit, runs=runs, seconds=elapsed)
+    except Unsupported as exc:
+        report["unsupported"] = str(exc)
+    except Exception as exc:
+        report["error"] = _error(exc)
+    write(result_path, report)
+    return 0 if "value" in report else 1
+
+
+def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config=None):
+    """stage_timeouts: {stage: seconds}. A batch job has no parent watching it, so the probe
+    arms SIGALRM itself; its default action ends the process even inside a hung C call, and
+    result.json already names the stage that was running. bench_config: the bench stage's
+    measurements, dtypes, size and repetitions (BENCH_DEFAULTS fills what it leaves out)."""
+    stage_timeouts = stage_timeouts or {}
+    adapter = ADAPTERS[framework]()
+    adapter.bench_config, adapter.import_seconds = bench_config, 0.0
+    result = {
+        "probe_version": PROBE_VERSION,
+        "framework": framework,
+        "started_at": time.time(),
+        "current_stage": "system",
+        "stage_started_at": time.time(),
+        "stages": {},
+        "loaded_libraries": [],
+        "finished": False,
+        "log": [],
+    }
+    handler = RecordLog(result["log"])
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+
+    def save():  # every write also says what is mapped now, so a crash leaves the last view
+        result["loaded_libraries"] = loaded_libraries()
+        write(result_path, result)
+
+    _HOOKS["checkpoint"] = save
+    try:
+        save()
+        result["system"] = system_facts()
+        handle = None
+        for stage in stages:
+            result["current_stage"] = stage
+            result["stage_started_at"] = time.time()
+            record = {"ok": False, "running": True, "facts": {}}
+            result["stages"][stage] = record
+            save()
+            began = time.perf_counter()
+            if stage in stage_timeouts and hasattr(signal, "SIGALRM"):
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(max(1, int(stage_timeouts[stage])))
+            LOG.info("stage %s started", stage)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    if stage == "import":
+                        handle = adapter.import_(record["facts"])
+                    else:
+                        getattr(adapter, stage)(handle, record["facts"])
+                    record["ok"] = True
+                except RungFailed as exc:
+                    record.update(exc.outcome)
+                except StageFailed as exc:
+                    record["reason"] = str(exc)
+                except BaseException as exc:  # noqa: B902 - the evidence is the point
+                    record["error"] = _error(exc)
+                    if isinstance(exc, KeyboardInterrupt):
+                        raise
+            if hasattr(signal, "SIGALRM"):
+                signal.alarm(0)
+            del record["running"]
+            record["duration_s"] = round(time.perf_counter() - began, 4)
+            LOG.info("stage %s %s after %.3f s", stage, "passed" if record["ok"] else "failed", record["duration_s"])
+            if stage == "import":  # the bench's time to the first training step starts at the import
+                adapter.import_seconds = record["duration_s"]
+            if caught:
+                record["warnings"] = [str(w.message)[:2000] for w in caught][:20]
+            save()
+            if not record["ok"]:
+                break
+        result["current_stage"] = "done"
+        result["finished"] = True
+        result["finished_at"] = time.time()
+        save()
+    finally:
+        _HOOKS["checkpoint"] = None
+        LOG.removeHandler(handler)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="gpucompat probe")
+    parser.add_argument("--framework", required=True, choices=sorted(ADAPTERS))
+    parser.add_argument("--result", required=True, help="path of the JSON result, rewritten after every stage")
+    parser.add_argument("--stages", default=",".join(STAGES))
+    parser.add_argument("--stage-timeouts", default="", help="e.g. import=300,device=120,compute=300 (seconds)")
+    parser.add_argument("--bench", default=None, help="run the bench stage after compute; JSON: "
+                        "{\"measurements\": [...], \"dtypes\": [...], \"size\": 8192, \"repetitions\": 10, \"share\": [1, 2, 4]}")
+    parser.add_argument("--share-child", default=None, help=argparse.SUPPRESS)  # one of N processes sharing the GPU
+    args = parser.parse_args(argv)
+    if args.share_child:
+        return share_child(args.framework, json.loads(args.share_child), args.result)
+    stages = tuple(s for s in args.stages.split(",") if s)
+    timeouts = dict((k, float(v)) for k, v in (item.split("=", 1) for item in args.stage_timeouts.split(",") if item))
+    bench_config = json.loads(args.bench) if args.bench else None
+    if bench_config is not None and "bench" not in stages:
+        stages += ("bench",)
+    result = run(args.framework, args.result, stages, timeouts, bench_config)
+    last = list(result["stages"].values())[-1] if result["stages"] else {}
+    return 0 if last.get("ok") else 1
