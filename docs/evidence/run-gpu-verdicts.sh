@@ -21,7 +21,7 @@
 #                `gpucompat doctor`: typer, rich, packaging, nvidia-ml-py, jinja2 (the image has all
 #                five); installed with pip --no-index --no-deps, as run-gpu-node.sh did.
 #
-# The probe itself needs nothing but the standard library: it runs straight from src/.
+# The probe itself needs nothing but the standard library: it is built from src/ into probe.pyz.
 # What comes back in $OUT (the tool returns at most 8 files):
 #   verdicts.txt    one line per stage and rung of every run, then `gpucompat doctor`
 #   verdicts.json   {run name: the probe's result.json, ..., "doctor": doctor --json}
@@ -32,7 +32,7 @@ OUT=${OUT:-$PWD/verdicts-out}
 WHEELS=${WHEELS:-wheelhouse}
 PY=${PY:-$(command -v python3)}
 WORK=/tmp/verdicts
-PROBE=src/gpucompat/probe/probe.py
+PROBE=$(PYTHONPATH=src "$PY" -m gpucompat.probe_build)  # probe.pyz, built with the standard library alone
 TIMEOUTS=import=300,device=120,compute=300
 rm -rf "$WORK" && mkdir -p "$WORK/results" "$OUT"
 LOG=$WORK/log.txt
