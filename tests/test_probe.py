@@ -19,7 +19,7 @@ from gpucompat.probe_build import probe_pyz
 
 PROBE_DIR = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "probe"
 STDLIB = set(sys.stdlib_module_names)
-FRAMEWORKS = {"torch", "tensorflow", "jax", "jaxlib", "cupy", "numpy"}  # imported only inside the functions that need them
+FRAMEWORKS = {"torch", "tensorflow", "jax", "jaxlib", "cupy", "numpy", "cupyx"}  # imported only inside the functions that need them
 MODULE_LINES = 400
 
 

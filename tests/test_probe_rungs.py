@@ -78,6 +78,7 @@ def test_parse_maps_names_each_cuda_library_once_with_the_version_in_its_file_na
         {"name": "libnvrtc", "path": f"{site}/cu13/lib/libnvrtc.so.13", "version": "13"},
         {"name": "libnvrtc-builtins", "path": f"{site}/cu13/lib/libnvrtc-builtins.so.13.0", "version": "13.0"},
         {"name": "libnvJitLink", "path": f"{site}/cu13/lib/libnvJitLink.so.13", "version": "13"},
+        {"name": "libcufft", "path": f"{site}/cu13/lib/libcufft.so.12", "version": "12"},  # the library rungs' libraries too
         {"name": "libcudart", "path": "/usr/local/cuda-12.4/lib64/libcudart.so.12.4.127", "version": "12.4.127"},
         {"name": "libcudart", "path": "/home/a user/my env/lib/libcudart.so", "version": None},
         {"name": "libcudart", "path": "/tmp/old/libcudart.so.11.0", "version": "11.0"},
@@ -124,11 +125,13 @@ def test_torch_rungs_say_why_they_could_not_run_without_a_gpu(tmp_path):
     proc, result = run_probe(tmp_path, "torch", stages="import,compute")
     compute = result["stages"]["compute"]
     steps = rungs(compute)
-    assert list(steps) == ["elementwise", "blas"] and compute["facts"]["failed_rung"] == "elementwise"
+    assert list(steps) == ["elementwise", "blas", "cudnn", "cufft", "cusolver", "cusparse", "nccl"]
+    assert compute["facts"]["failed_rung"] == "elementwise"
     assert steps["elementwise"]["ok"] is False and steps["elementwise"]["error"]["message"]  # e.g. not compiled with CUDA
     assert compute["error"] == steps["elementwise"]["error"]  # the stage takes its rung's error as its own
-    assert steps["blas"] == {"name": "blas", "ok": None, "skipped": True, "reason": "not run: the elementwise rung failed",
-                             "duration_s": 0.0}
+    for name in list(steps)[1:]:  # each library rung says why it did not run
+        assert steps[name] == {"name": name, "ok": None, "skipped": True, "reason": "not run: the elementwise rung failed",
+                               "duration_s": 0.0}
     assert "rel_error" not in compute["facts"] and "running" not in compute
 
 
@@ -229,6 +232,7 @@ FAKE_CUPY = '''
 """A stand-in for cupy with one GPU that is not there: FAKE_CUPY_MODE picks how it breaks."""
 import os
 import signal
+import types
 
 import numpy
 
@@ -281,6 +285,20 @@ def sin(x):
     return ndarray(numpy.sin(x.a))
 
 
+def _fft(x):
+    _called("fft")
+    return ndarray(numpy.fft.fft(x.a))
+
+
+def _solve(a, b):
+    _called("solve")
+    return ndarray(numpy.linalg.solve(a.a, b.a))
+
+
+fft = types.SimpleNamespace(fft=_fft)
+linalg = types.SimpleNamespace(solve=_solve)
+
+
 class RawKernel:
     def __init__(self, source, name):
         _called("RawKernel " + name)
@@ -296,6 +314,26 @@ from . import cuda  # noqa: E402
 
 FAKE_CUDA = '''
 from . import nvrtc, runtime  # noqa: F401
+'''
+
+FAKE_CUPYX_SPARSE = '''
+import os
+
+import numpy
+
+
+class csr_matrix:
+    def __init__(self, data, shape):
+        values, (rows, cols) = data
+        self.full = numpy.zeros(shape)
+        self.full[rows.a, cols.a] = values.a
+
+    def __matmul__(self, other):
+        with open(os.environ["FAKE_CUPY_CALLS"], "a") as handle:
+            handle.write("sparse\\n")
+        import cupy
+
+        return cupy.ndarray(self.full @ other.a)
 '''
 
 FAKE_RUNTIME = '''
@@ -329,6 +367,11 @@ def fake_cupy(tmp_path):
     (package / "cuda" / "__init__.py").write_text(FAKE_CUDA)
     (package / "cuda" / "runtime.py").write_text(FAKE_RUNTIME)
     (package / "cuda" / "nvrtc.py").write_text(FAKE_NVRTC)
+    sparse = tmp_path / "fake" / "cupyx" / "scipy" / "sparse"
+    sparse.mkdir(parents=True)
+    for folder in (sparse.parent.parent, sparse.parent):
+        (folder / "__init__.py").write_text("")
+    (sparse / "__init__.py").write_text(FAKE_CUPYX_SPARSE)
     calls = tmp_path / "calls.txt"
     calls.write_text("")
 
@@ -354,7 +397,8 @@ def test_the_ladder_stops_at_the_first_failing_rung(fake_cupy):
     assert steps["elementwise"]["ok"] is False and "cudaErrorNoKernelImageForDevice" in steps["elementwise"]["error"]["message"]
     assert compute["error"] == steps["elementwise"]["error"] and compute["error"]["type"] == "RuntimeError"
     assert [(r["name"], r["ok"], r.get("skipped")) for r in compute["facts"]["rungs"]] == [
-        ("elementwise", False, None), ("blas", None, True), ("jit", None, True)]
+        ("elementwise", False, None), ("blas", None, True), ("cufft", None, True), ("cusolver", None, True),
+        ("cusparse", None, True), ("jit", None, True)]
     assert "matmul" not in calls and "sin" in calls and "RawKernel" not in calls  # blas and jit never ran
     outcome = verdict(result)
     assert (outcome.code, outcome.stage) == ("ARCH_UNSUPPORTED", "compute")
@@ -376,10 +420,12 @@ def test_every_rung_passing_is_a_pass_with_the_worst_error(fake_cupy):
     proc, result, calls = fake_cupy("")
     compute = result["stages"]["compute"]
     assert proc.returncode == 0 and compute["ok"] and "failed_rung" not in compute["facts"]
-    assert [r["name"] for r in compute["facts"]["rungs"]] == ["elementwise", "blas", "jit"]
+    assert [r["name"] for r in compute["facts"]["rungs"]] == ["elementwise", "blas", "cufft", "cusolver", "cusparse", "jit"]
     assert all(r["ok"] is True and r["expected"] and r["found"] for r in compute["facts"]["rungs"])
     assert compute["facts"]["rel_error"] == max(r["rel_error"] for r in compute["facts"]["rungs"])
-    assert compute["facts"]["nvrtc_version"] == "12.4" and calls == ["sin", "matmul", "RawKernel", "axpy"]
+    assert compute["facts"]["nvrtc_version"] == "12.4" and calls == ["sin", "matmul", "fft", "solve", "sparse", "RawKernel", "axpy"]
+    blas = rungs(compute)["blas"]
+    assert blas["library"] == {"name": "libcublas", "files": []}  # nothing of CUDA is mapped into the stand-in
     assert verdict(result).code == "PASS"
 
 

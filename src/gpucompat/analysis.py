@@ -12,7 +12,9 @@ import signal as signals
 
 from packaging.version import InvalidVersion, Version
 
+from . import gpu_state
 from .knowledge import signatures
+from .knowledge.rules import FAIL, arch_rule, ptx_cuda
 from .knowledge.signatures import could_not_ask
 from .model import PASS, PROBE_STAGES, UNTESTED, UNTESTED_CAUSES, Code, Observation, Outcome, ResolvedStack
 
@@ -71,6 +73,8 @@ def _driver_cuda(facts: dict) -> str | None:
 def _device_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
     system = facts.get("system", {})
     stage_facts = record.get("facts", {})
+    if gpu_state.compute_mode(facts) == "prohibited":
+        return "NO_DEVICE", PROHIBITED.format(where=gpu_state.where(facts))
     if stage_facts.get("cuda_build") is False:
         return "NO_DEVICE", "this build has no CUDA support (a CPU-only build), so it cannot use a GPU"
     if system.get("libcuda") is False and not system.get("proc_driver_version"):
@@ -88,8 +92,13 @@ def _device_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
     return "NO_DEVICE", f"the framework could not use a GPU: {_message(record)}"
 
 
-def _compute_failure(record: dict, stderr: str) -> tuple[str, str]:
+def _compute_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
     stage_facts = record.get("facts", {})
+    if gpu_state.compute_mode(facts) == "prohibited":  # some frameworks see the GPU and fail at the first allocation
+        return "NO_DEVICE", PROHIBITED.format(where=gpu_state.where(facts))
+    from_binary = _library_failure(facts, record)
+    if from_binary:
+        return from_binary
     found = signatures.match(_stage_text(record, stderr))
     if found and found.stage == "compute":
         return found.code, f"{found.meaning} ({_message(record)})"
@@ -167,6 +176,12 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
     facts = observation.facts or {}
     stderr = observation.stderr
     evidence = {"stderr_tail": stderr[-3000:]} if stderr else {}
+    if gpu_state.summary(facts):
+        evidence["gpu"] = gpu_state.summary(facts)
+    libraries = [{"rung": r["name"], "ok": r.get("ok"), "duration_s": r.get("duration_s"), **r["library"]}
+                 for r in facts.get("stages", {}).get("compute", {}).get("facts", {}).get("rungs", []) if r.get("library")]
+    if libraries:
+        evidence["libraries"] = libraries
     if observation.signal:
         evidence["signal"] = _signal_name(observation.signal)
     stages = facts.get("stages", {})
@@ -205,19 +220,23 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         if observation.signal in OUTSIDE_SIGNALS:
             return untested(stage, "interrupted", f"{_signal_name(observation.signal)} during the {stage} stage", evidence)
         how = f"was killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode} unexpectedly"
-        return _crash(stage, how, _stage_text(record, stderr), evidence)
+        return _gpu_fault(facts, stage, _stage_text(record, stderr), evidence) or _crash(stage, how, _stage_text(record, stderr), evidence)
 
     for stage in PROBE_STAGES:
         record = stages.get(stage)
         if record is None or record.get("ok"):
             continue
         evidence["stage_facts"] = record
+        if stage != "import" and gpu_state.compute_mode(facts) != "prohibited" and not _library_failure(facts, record):
+            judged = _gpu_fault(facts, stage, _stage_text(record, stderr), evidence) or _gpu_busy(facts, stage, _stage_text(record, stderr), evidence)
+            if judged:
+                return judged
         if stage == "import":
             code, text = Code.IMPORT_FAILED.value, f"the framework does not import: {_message(record)}"
         elif stage == "device":
             code, text = _device_failure(facts, record, stderr)
         else:
-            code, text = _compute_failure(record, stderr)
+            code, text = _compute_failure(facts, record, stderr)
             text += _rung(record)
         found = signatures.match(_stage_text(record, stderr))
         if found and found.code == code:
@@ -228,6 +247,9 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
 
     bench = stages.get("bench")
     broken = [] if bench is None or bench.get("ok") else [f"the bench rung failed: {_message(bench)}"]
+    busy = gpu_state.busy(facts, _stage_text(bench, "")) if broken else None
+    if busy:
+        broken = [f"the bench rung could not finish: {busy}; the figures made before that are kept"]
     return _passed(facts, evidence, broken)
 
 
@@ -298,7 +320,9 @@ def _passed(facts: dict, evidence: dict, more_warnings: list[str]) -> Outcome:
     figures = [f for f in stages.get("bench", {}).get("facts", {}).get("figures", []) if "value" in f]
     if figures:
         summary += f"; {len(figures)} bench figures"
-    return Outcome(PASS, reached[-1] if reached else "compute", summary, evidence, tuple(_pass_warnings(facts)) + tuple(more_warnings))
+    note = gpu_state.note(facts)
+    shared = [f"GPU state: {note}"] if note else []
+    return Outcome(PASS, reached[-1] if reached else "compute", summary, evidence, tuple(_pass_warnings(facts)) + tuple(more_warnings) + tuple(shared))
 
 
 def _signal_name(number: int | None) -> str:
@@ -364,3 +388,43 @@ def shown_version(row: dict) -> str:
 def shown_python(row: dict) -> str:
     """The Python as a person reads it: for a `current` env, the one its probe ran in."""
     return (row.get("probe_python") or row["python"]) if row["python"] in ("current", "image") else row["python"]
+
+
+PROHIBITED = ("the GPU's compute mode is Prohibited, so no process may create a context on it ({where}); "
+              "a site setting (nvidia-smi --compute-mode), not the stack")
+
+
+def _gpu_fault(facts: dict, stage: str, text: str, evidence: dict) -> Outcome | None:
+    """Could not test: NVML saw the GPU itself fail during the job (an Xid, uncorrectable ECC, lost)."""
+    fault = gpu_state.fault(facts, text)
+    return untested(stage, "gpu-fault", f"{fault}; drain {gpu_state.where(facts)}", evidence) if fault else None
+
+
+def _gpu_busy(facts: dict, stage: str, text: str, evidence: dict) -> Outcome | None:
+    """Could not test: another process held the GPU's memory or its context when this job failed for room."""
+    busy = gpu_state.busy(facts, text)
+    return untested(stage, "gpu-busy", f"{busy} ({gpu_state.where(facts)})", evidence) if busy else None
+
+
+def _library_failure(facts: dict, record: dict) -> tuple[str, str] | None:
+    """The failed rung's CUDA library judged by its own fat binary (read by the probe): no kernel it can run
+    on this GPU, or PTX newer than the driver can JIT-compile. None where the binary was not read or does
+    not explain the failure; a status string never decides when the binary can be read."""
+    stage_facts = record.get("facts", {})
+    rung = next((r for r in stage_facts.get("rungs", []) if r.get("name") == stage_facts.get("failed_rung")), {})
+    library = rung.get("library") or {}
+    archs = library.get("archs") or {}
+    devices = facts.get("stages", {}).get("device", {}).get("facts", {}).get("devices") or [{}]
+    cc = devices[0].get("cc")
+    if not archs.get("entries") or not cc:
+        return None
+    files = library.get("files") or []
+    driver = re.search(r"\b([0-9]{3,}\.[0-9]+(?:\.[0-9]+)?)\b", facts.get("system", {}).get("proc_driver_version") or "")
+    source = "the fat binaries of " + ", ".join(f["path"] for f in files[:3])
+    reason = arch_rule(cc, archs.get("sass"), archs.get("ptx"), source, build_cuda=ptx_cuda(archs.get("ptx_isa") or []),
+                       driver=driver.group(1) if driver else None)
+    if reason.verdict != FAIL or not reason.code:
+        return None
+    version = next((f.get("version") for f in files if f.get("version")), None)
+    named = f"{library.get('name')}" + (f" {version}" if version else "")
+    return reason.code, f"{named} cannot run on this GPU: {reason.text}"

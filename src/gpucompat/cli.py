@@ -85,7 +85,7 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wi
 
 def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: bool = False) -> list[dict]:
     from .report import export
-    from .report.rows import split
+    from .report.rows import split, troubled_gpus
     from .report.terminal import results_tables, untested_table
 
     if fmt not in FORMATS:
@@ -119,6 +119,9 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         parts += [f"{len(verdicts.pending)} pending"] if verdicts.pending else []
         retry = f" (`gpucompat sweep --resume {sweep_id}` runs the {waiting} again)" if waiting else ""
         out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {', '.join(parts)}{retry}; database {escape(store.shown)}")
+        for cause, gpus in troubled_gpus(verdicts.untested).items():
+            what = "busy (other processes held them)" if cause == "gpu-busy" else "faulty (drain and check them)"
+            out.print(f"GPUs {what}: {escape('; '.join(gpus))}")
     return verdicts.valid + verdicts.invalid + verdicts.untested
 
 

@@ -15,12 +15,14 @@ import ctypes
 import glob
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import gpu_state
 from .discover import local
 from .envs import container
 from .envs.current import installed
@@ -198,8 +200,12 @@ def doctor() -> dict:
         summary = f"{len(gpus)} GPU(s) present, none visible: CUDA_VISIBLE_DEVICES={seen['value']!r} ({seen['note']})"
     else:
         summary = f"driver {driver} (CUDA {supported}); {seen['note']}"
+    state = gpu_state_now() if gpus and (seen["gpus"] or seen["mig"]) else None
+    if state and not state["testable"]:
+        summary += f"; this GPU cannot be tested right now: {state['why']}"
     return {
         "summary": summary,
+        "gpu_state": state,
         "driver": {"version": driver, "cuda": supported, "source": source},
         "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name, "cc": g.cc, "memory_mib": g.memory_mib,
                   "mig_mode": g.mig_mode, "mig_devices": list(g.mig_devices)} for g in gpus],
@@ -212,3 +218,25 @@ def doctor() -> dict:
         "verdicts": verdicts,
         "container_runtimes": container.runtimes_here(),  # what env = "container" stacks can run with here
     }
+
+
+def gpu_state_now() -> dict:
+    """The first visible GPU as the probe's NVML binding reads it now (processes, modes, ECC, remapped
+    rows), and whether a probe could test a stack on it at this moment, and why not."""
+    from .probe.gpustate import snapshot
+    from .probe.nvml import Nvml
+
+    shot = snapshot(Nvml())
+    facts = {"gpu_state": {"before": shot}, "system": {"hostname": socket.gethostname()}}
+    why = None
+    if shot.get("error"):
+        why = f"NVML cannot read it ({shot['error']})"
+    elif gpu_state.compute_mode(facts) == "prohibited":
+        why = "its compute mode is Prohibited: no process may create a context on it"
+    elif gpu_state.faults(facts):
+        why = "; ".join(gpu_state.faults(facts))
+    elif gpu_state.others(shot) and gpu_state.compute_mode(facts) == "exclusive_process":
+        why = f"it is in Exclusive_Process mode and another process holds it: {gpu_state.holders(facts)}"
+    elif gpu_state.others(shot) and ((shot.get("memory") or {}).get("free_mib") or 0) < gpu_state.LOW_FREE_MIB:
+        why = f"other processes hold its memory: {gpu_state.holders(facts)}"
+    return {"snapshot": shot, "note": gpu_state.note(facts), "testable": why is None, "why": why}

@@ -73,6 +73,8 @@ UNTESTED_CAUSES = {
     "interrupted": "the job was stopped from outside before it finished",
     "resolver": "the resolver (uv, or py-rattler for conda) failed or ran out of time without saying the stack is impossible",
     "installer": "the node has no conda installer (micromamba, mamba, conda, or py-rattler for its python3)",
+    "gpu-busy": "other processes held the GPU (its memory, or its only context), so this job had no room on it; run it again when the GPU is free",
+    "gpu-fault": "the GPU itself failed while the job ran (an Xid, an uncorrectable ECC error, or it fell off the bus); an admin should drain the node and check the GPU",
 }
 
 

@@ -130,6 +130,19 @@ def ptx_jits(target: tuple, major: int, minor: int) -> bool:
     return (t_major, t_minor) <= (major, minor)
 
 
+# PTX ISA version -> the CUDA toolkit that introduced it (PTX ISA manual, "Release Notes", and its
+# table of PTX ISA versions per CUDA release): what a library's PTX needs of the driver to be JIT-compiled.
+PTX_ISA_SOURCE = "https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes"
+PTX_ISA_CUDA = {**{f"7.{m}": f"11.{m}" for m in range(9)}, "8.0": "12.0", "8.1": "12.1", "8.2": "12.2", "8.3": "12.3",
+                "8.4": "12.4", "8.5": "12.5", "8.7": "12.8", "8.8": "12.9", "9.0": "13.0", "9.1": "13.1"}
+
+
+def ptx_cuda(isa_versions: list[str]) -> str | None:
+    """The CUDA that made the newest of these PTX ISA versions; None where the table does not say."""
+    known = [PTX_ISA_CUDA[v] for v in isa_versions if v in PTX_ISA_CUDA]
+    return max(known, key=lambda v: tuple(int(p) for p in v.split("."))) if known else None
+
+
 ARCH_SOURCE = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/ (Binary Compatibility; Feature Availability: arch- and family-specific targets)"
 
 

@@ -7,6 +7,7 @@ from .bench import Bench
 from .bench_cupy import bench_cupy, cupy_workload
 from .cuda_ctypes import AXPY_A, AXPY_N, AXPY_SOURCE, _axpy_inputs
 from .ladder import StageFailed, _compare, _numpy_error, _numpy_inputs, ladder
+from .libraries import fft_inputs, solve_inputs, sparse_inputs, uses
 from .nvml import Telemetry
 from .records import _cuda_version
 from .sharing import share_figures
@@ -45,7 +46,7 @@ class CuPy:
 
         a, b, a64, b64 = _numpy_inputs(np)
         gpu = {}
-        facts["op"] = "sin(a)*b+a, matmul (cuBLAS), RawKernel axpy (NVRTC), float32"
+        facts["op"] = "sin(a)*b+a, matmul (cuBLAS), fft, solve, sparse product, RawKernel axpy (NVRTC), float32"
 
         def elementwise(rung):  # CuPy's own elementwise kernels (compiled by CuPy with NVRTC)
             gpu["a"], gpu["b"] = cupy.asarray(a), cupy.asarray(b)
@@ -67,7 +68,24 @@ class CuPy:
             kernel(((AXPY_N + 255) // 256,), (256,), (np.float32(AXPY_A), x, y, np.int32(AXPY_N)))
             _compare(rung, _numpy_error(np, cupy.asnumpy(y), ref))
 
-        ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
+        def cufft(rung):
+            signal, ref = fft_inputs(np)
+            out = cupy.asnumpy(cupy.fft.fft(cupy.asarray(signal)))
+            _compare(rung, _numpy_error(np, np.stack([out.real, out.imag]), np.stack([ref.real, ref.imag])))
+
+        def cusolver(rung):
+            a, b, ref = solve_inputs(np)
+            _compare(rung, _numpy_error(np, cupy.asnumpy(cupy.linalg.solve(cupy.asarray(a), cupy.asarray(b))), ref))
+
+        def cusparse(rung):
+            import cupyx.scipy.sparse
+
+            rows, cols, values, dense, ref = sparse_inputs(np)
+            matrix = cupyx.scipy.sparse.csr_matrix((cupy.asarray(values), (cupy.asarray(rows), cupy.asarray(cols))), shape=(len(dense), len(dense)))
+            _compare(rung, _numpy_error(np, cupy.asnumpy(matrix @ cupy.asarray(dense)), ref))
+
+        ladder(facts, [("elementwise", elementwise), ("blas", uses("cublas", blas)), ("cufft", uses("cufft", cufft)),
+                       ("cusolver", uses("cusolver", cusolver)), ("cusparse", uses("cusparse", cusparse)), ("jit", jit)])
 
     def bench(self, cupy, facts):
         bench = Bench(facts, self.bench_config)

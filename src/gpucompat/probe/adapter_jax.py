@@ -6,6 +6,7 @@ what it learnt survives its failure.
 from .bench import Bench
 from .bench_jax import bench_jax, jax_workload
 from .ladder import StageFailed, _compare, _numpy_error, _numpy_inputs, ladder
+from .libraries import conv_inputs, fft_inputs, solve_inputs, uses
 from .nvml import Telemetry
 from .scaling import jax_scale_figures
 from .sharing import share_figures
@@ -44,7 +45,7 @@ class Jax:
 
         a, b, a64, b64 = _numpy_inputs(np)
         gpu = {}
-        facts["op"] = "sin(a)*b+a, dot(HIGHEST), jax.jit(tanh(a)*b-a/2), float32"
+        facts["op"] = "sin(a)*b+a, dot(HIGHEST), conv, fft, solve, jax.jit(tanh(a)*b-a/2), float32"
 
         def fetch(out):
             out.block_until_ready()
@@ -64,7 +65,23 @@ class Jax:
             function = jax.jit(lambda x, y: jnp.tanh(x) * y - x * 0.5)
             _compare(rung, _numpy_error(np, fetch(function(gpu["a"], gpu["b"])), np.tanh(a64) * b64 - a64 * 0.5))
 
-        ladder(facts, [("elementwise", elementwise), ("blas", blas), ("jit", jit)])
+        def cudnn(rung):  # XLA hands convolutions to cuDNN
+            x, w, ref = conv_inputs(np)
+            out = jax.lax.conv_general_dilated(jnp.asarray(x), jnp.asarray(w), (1, 1), "VALID",
+                                               precision=jax.lax.Precision.HIGHEST)
+            _compare(rung, _numpy_error(np, fetch(out), ref))
+
+        def cufft(rung):
+            signal, ref = fft_inputs(np)
+            out = fetch(jnp.fft.fft(jnp.asarray(signal)))
+            _compare(rung, _numpy_error(np, np.stack([out.real, out.imag]), np.stack([ref.real, ref.imag])))
+
+        def cusolver(rung):
+            a, b, ref = solve_inputs(np)
+            _compare(rung, _numpy_error(np, fetch(jnp.linalg.solve(jnp.asarray(a), jnp.asarray(b))), ref))
+
+        ladder(facts, [("elementwise", elementwise), ("blas", uses("cublas", blas)), ("cudnn", uses("cudnn", cudnn)),
+                       ("cufft", uses("cufft", cufft)), ("cusolver", uses("cusolver", cusolver)), ("jit", jit)])
 
     def bench(self, jax, facts):
         bench = Bench(facts, self.bench_config)

@@ -5,7 +5,8 @@ what it learnt survives its failure.
 
 from .bench import Bench
 from .bench_torch import bench_torch, torch_workload
-from .ladder import MATRIX_N, StageFailed, _compare, ladder
+from .ladder import MATRIX_N, RungSkipped, StageFailed, _compare, ladder
+from .libraries import uses
 from .nvml import Telemetry
 from .scaling import scale_figures
 from .sharing import share_figures
@@ -48,7 +49,7 @@ class Torch:
         b = torch.randn(MATRIX_N, MATRIX_N, dtype=torch.float32)
         a64, b64 = a.double(), b.double()
         gpu = {}
-        facts["op"] = "sin(a)*b+a, then matmul, %dx%d float32" % (MATRIX_N, MATRIX_N)
+        facts["op"] = "sin(a)*b+a, then matmul, %dx%d float32; then a convolution, an FFT, a solve, a sparse product, an all-reduce" % (MATRIX_N, MATRIX_N)
 
         def error(out, ref):
             out = out.cpu().double()
@@ -64,7 +65,7 @@ class Torch:
         def blas(rung):  # cuBLAS
             _compare(rung, error(gpu["a"] @ gpu["b"], a64 @ b64))
 
-        ladder(facts, [("elementwise", elementwise), ("blas", blas)])
+        ladder(facts, [("elementwise", elementwise), ("blas", uses("cublas", blas))] + library_rungs(torch, error))
 
     def bench(self, torch, facts):
         bench = Bench(facts, self.bench_config)
@@ -76,3 +77,60 @@ class Torch:
 
     def workload(self, torch, measurement, dtype, size):
         return torch_workload(torch, measurement, dtype, size)
+
+
+def library_rungs(torch, error):
+    """cuDNN, cuFFT, cuSOLVER, cuSPARSE and NCCL, each through torch's own call, against float64 on the CPU."""
+    def cudnn(rung):
+        if not torch.backends.cudnn.is_available():
+            raise RungSkipped("this torch has no cuDNN")
+        x, w = torch.randn(2, 4, 12, 12), torch.randn(8, 4, 3, 3)
+        with torch.backends.cudnn.flags(enabled=True):
+            out = torch.nn.functional.conv2d(x.cuda(), w.cuda())
+        _compare(rung, error(out, torch.nn.functional.conv2d(x.double(), w.double())))
+
+    def cufft(rung):
+        signal = torch.randn(1024, dtype=torch.complex64)
+        out = torch.view_as_real(torch.fft.fft(signal.cuda()))
+        _compare(rung, error(out, torch.view_as_real(torch.fft.fft(signal.to(torch.complex128)))))
+
+    def cusolver(rung):
+        a = torch.randn(64, 64) + 64 * torch.eye(64)
+        b = torch.randn(64, 4)
+        _compare(rung, error(torch.linalg.solve(a.cuda(), b.cuda()), torch.linalg.solve(a.double(), b.double())))
+
+    def cusparse(rung):
+        dense = torch.randn(128, 128)
+        sparse = (dense * (torch.rand(128, 128) < 0.05)).to_sparse()
+        other = torch.randn(128, 8)
+        _compare(rung, error(torch.sparse.mm(sparse.cuda(), other.cuda()), sparse.to_dense().double() @ other.double()))
+
+    def nccl(rung):  # a communicator of one rank: NCCL's kernels and its CUDA calls, no network
+        import datetime
+        import os
+        import tempfile
+
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_nccl_available()):
+            raise RungSkipped("this torch has no NCCL")
+        handle, store_path = tempfile.mkstemp(prefix="gpucompat-nccl-")
+        os.close(handle)
+        try:
+            dist.init_process_group("nccl", store=dist.FileStore(store_path, 1), rank=0, world_size=1,
+                                    timeout=datetime.timedelta(seconds=60))
+            try:
+                value = torch.randn(1024)
+                reduced = value.cuda()
+                dist.all_reduce(reduced)
+                version = torch.cuda.nccl.version()  # a tuple, or one number on older torch
+                rung["nccl_version"] = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+                _compare(rung, error(reduced, value.double()))
+            finally:
+                dist.destroy_process_group()
+        finally:
+            if os.path.exists(store_path):  # the FileStore removes its file once the group is gone
+                os.unlink(store_path)
+
+    return [(name, uses(name, body)) for name, body in
+            (("cudnn", cudnn), ("cufft", cufft), ("cusolver", cusolver), ("cusparse", cusparse), ("nccl", nccl))]

@@ -17,6 +17,7 @@ from .adapter_jax import Jax
 from .adapter_tensorflow import TensorFlow
 from .adapter_torch import Torch
 from .bench import Unsupported
+from .gpustate import Watch
 from .ladder import RungFailed, StageFailed
 from .records import _HOOKS, LOG, PROBE_VERSION, STAGES, RecordLog, _error, loaded_libraries, system_facts, write
 from .sharing import SHARE_WINDOW_S
@@ -86,11 +87,15 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
         write(result_path, result)
 
     _HOOKS["checkpoint"] = save
+    watch = None
     try:
         save()
         result["system"] = system_facts()
         handle = None
         for stage in stages:
+            if stage == "device" and watch is None:  # the GPU as it is before this job asks it for anything
+                result["gpu_state"] = {}
+                watch = Watch(result["gpu_state"]).begin()
             result["current_stage"] = stage
             result["stage_started_at"] = time.time()
             record = {"ok": False, "running": True, "facts": {}}
@@ -134,6 +139,9 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
         result["finished_at"] = time.time()
         save()
     finally:
+        if watch is not None:  # after the last stage, and after a failure or a timeout's KeyboardInterrupt too
+            watch.end()
+            save()
         _HOOKS["checkpoint"] = None
         LOG.removeHandler(handler)
     return result

@@ -37,7 +37,7 @@ def _cuda_version(number):
 # ---------------------------------------------------------------------------
 
 _LIBRARY = re.compile(
-    r"^(libcuda|libcudart|libnvrtc(?:-builtins)?(?:\.alt)?|libcublasLt|libcublas|libcudnn(?:_[A-Za-z0-9_]+)?"
+    r"^(libcuda|libcudart|libnvrtc(?:-builtins)?(?:\.alt)?|libcublasLt|libcublas|libcudnn(?:_[A-Za-z0-9_]+)?|libcufft|libcusolver|libcusparse|libnccl"
     r"|libnvJitLink|libnvptxcompiler|libnvidia-ptxjitcompiler)\.so(?:\.([0-9][0-9A-Za-z.]*))?$"
 )
 

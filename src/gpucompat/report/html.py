@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .. import __version__
 from ..model import PASS, UNTESTED
-from .rows import display_row, is_surprise, seed_table
+from .rows import display_row, is_surprise, seed_table, troubled_gpus
 
 PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING", "UNTESTED"}
 
@@ -123,4 +123,4 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
               "surprises": sum(r["surprise"] for r in rows), "predicted": sum(1 for r in done if r["observed"] is False)}
     return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices,
                            surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
-                           untested=untested, bench=_bench(bench_rows, telemetry, mig_reference, profiles))
+                           untested=untested, troubled=troubled_gpus(untested), bench=_bench(bench_rows, telemetry, mig_reference, profiles))

@@ -33,6 +33,9 @@ def display_row(row: dict) -> dict:
         "cause": (row.get("evidence") or {}).get("cause") if row["code"] == UNTESTED else None,
         "reason": row["summary"] or "",
         "warnings": list(row["warnings"] or []),
+        "gpu_note": ((row.get("evidence") or {}).get("gpu") or {}).get("note") or "",
+        "gpu_state": (row.get("evidence") or {}).get("gpu"),  # the GPU as the probe found it: others on it, modes, faults
+        "libraries": (row.get("evidence") or {}).get("libraries"),  # the library rungs: each library's files, and its kernels when it failed
         "duration_s": row["duration_s"],
         "observed": bool(row["observed"]) if row["code"] else None,
         "predicted": row.get("predicted") or "",
@@ -107,3 +110,15 @@ def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
                 line["failure"] = f"{failure[0]} ({failure[1]}{'' if failure[2] else ', predicted'})"
             out.append(line)
     return out
+
+
+def troubled_gpus(rows: list[dict]) -> dict[str, list[str]]:
+    """The GPUs (node, UUID, PCI bus) whose cells could not be tested because the GPU was busy or
+    faulty, by cause, each once with its count of cells: what an admin drains or a user waits for."""
+    found: dict[str, dict[str, int]] = {}
+    for row in rows:
+        if row.get("cause") in ("gpu-busy", "gpu-fault"):
+            where = (row.get("gpu_state") or {}).get("where") or row.get("gpu") or "?"
+            found.setdefault(row["cause"], {}).setdefault(where, 0)
+            found[row["cause"]][where] += 1
+    return {cause: [f"{where} ({count} cell{'s' if count > 1 else ''})" for where, count in gpus.items()] for cause, gpus in found.items()}

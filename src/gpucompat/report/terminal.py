@@ -385,6 +385,14 @@ def doctor_tables(result: dict) -> list:
     items: list = [f"[bold]{escape(result['summary'])}[/]"]
     visible = result["cuda_visible_devices"]
     items.append(f"CUDA_VISIBLE_DEVICES: {escape(repr(visible['value']))} ({visible['form']}): {escape(visible['note'])}")
+    state = result.get("gpu_state")
+    if state:
+        shot = state["snapshot"]
+        memory = shot.get("memory") or {}
+        line = (f"GPU state: {escape(shot.get('uuid') or '?')} at PCI {escape(shot.get('pci_bus_id') or '?')}, "
+                f"{memory.get('free_mib', '?')} of {memory.get('total_mib', '?')} MiB free, compute mode {escape(str(shot.get('compute_mode')))}")
+        items.append(line + (f"; {escape(state['note'])}" if state["note"] else ""))
+        items.append("[green]a probe can test stacks on it now[/]" if state["testable"] else f"[red]cannot test stacks on it now:[/] {escape(state['why'])}")
     if result["gpus"]:
         gpus = Table("Index", "Name", "CC", "Memory MiB", "MIG", "UUID", title="GPUs", title_justify="left")
         for g in result["gpus"]:
