@@ -264,6 +264,10 @@ class ndarray:
         _called("matmul")
         if MODE == "crash-in-blas":
             os.kill(os.getpid(), signal.SIGKILL)
+        if MODE == "cublas-fails":  # maps a cuBLAS (FAKE_CUBLAS, built by tests/test_gpu_state.py), then fails as cuBLAS says
+            import ctypes
+            ctypes.CDLL(os.environ["FAKE_CUBLAS"])
+            raise RuntimeError("CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasLtMatmul( ltHandle, ...)`")
         return ndarray(self.a @ _raw(other) * (1.5 if MODE == "wrong-blas" else 1.0))
 
     def get(self):
