@@ -224,7 +224,9 @@ def test_a_library_without_kernels_for_the_gpu_is_arch_unsupported_whatever_its_
 
 def test_a_library_with_kernels_for_the_gpu_leaves_the_error_to_other_evidence():
     facts = library_failure([80, 90], [], "CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`")
-    assert verdict(facts).code == "COMPUTE_ERROR"
+    outcome = verdict(facts)
+    assert outcome.code == "COMPUTE_ERROR"  # the first library that failed, named with its version and file
+    assert outcome.summary.startswith("a small op in libcublas 12 (/site/nvidia/cu12/lib/libcublasLt.so.12) failed: RuntimeError")
 
 
 def test_library_ptx_newer_than_the_driver_can_jit_is_ptx_toolchain_too_new():

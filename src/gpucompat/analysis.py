@@ -104,6 +104,11 @@ def _compute_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
         return found.code, f"{found.meaning} ({_message(record)})"
     if "rel_error" in stage_facts and not record.get("error"):
         return "COMPUTE_WRONG", f"the GPU gave wrong numbers: relative error {stage_facts['rel_error']:.3g} against a float64 reference (allowed {stage_facts.get('tolerance')})"
+    library = _failed_rung(stage_facts).get("library") or {}
+    if library.get("files"):  # the first library that failed, named with its version and file
+        first = library["files"][0]
+        named = f"{library.get('name')} {first.get('version') or ''}".strip()
+        return "COMPUTE_ERROR", f"a small op in {named} ({first['path']}) failed: {_message(record)}"
     return "COMPUTE_ERROR", f"a small op on the GPU failed: {_message(record)}"
 
 
@@ -411,7 +416,7 @@ def _library_failure(facts: dict, record: dict) -> tuple[str, str] | None:
     on this GPU, or PTX newer than the driver can JIT-compile. None where the binary was not read or does
     not explain the failure; a status string never decides when the binary can be read."""
     stage_facts = record.get("facts", {})
-    rung = next((r for r in stage_facts.get("rungs", []) if r.get("name") == stage_facts.get("failed_rung")), {})
+    rung = _failed_rung(stage_facts)
     library = rung.get("library") or {}
     archs = library.get("archs") or {}
     devices = facts.get("stages", {}).get("device", {}).get("facts", {}).get("devices") or [{}]
@@ -428,3 +433,7 @@ def _library_failure(facts: dict, record: dict) -> tuple[str, str] | None:
     version = next((f.get("version") for f in files if f.get("version")), None)
     named = f"{library.get('name')}" + (f" {version}" if version else "")
     return reason.code, f"{named} cannot run on this GPU: {reason.text}"
+
+
+def _failed_rung(stage_facts: dict) -> dict:
+    return next((r for r in stage_facts.get("rungs", []) if r.get("name") == stage_facts.get("failed_rung")), {})
