@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from functools import lru_cache
@@ -26,9 +27,27 @@ def interpreter(resolved: ResolvedStack, env_dir: Path | str) -> str:
 
 @lru_cache(maxsize=None)
 def _installed_versions() -> dict[str, str]:
-    """Normalized distribution name -> version for this interpreter. Read once per process:
-    the scan takes ~0.2 s, and a sweep asks for every cell (nothing installs into it meanwhile)."""
-    return {d.metadata["Name"].lower().replace("_", "-"): d.version for d in metadata.distributions() if d.metadata["Name"]}
+    """Normalized distribution name -> version for this interpreter, read once per process from the
+    names of its `NAME-VERSION.dist-info` folders (the wheel spec puts both there), not from each
+    METADATA file: that parse took 0.35 s of a 2.4 s `check` with 200 packages installed. Anything
+    that is not such a folder (an .egg-info, an odd name) is read through importlib.metadata."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info") and name[:-len(".dist-info")].count("-") == 1:
+                project, version = name[:-len(".dist-info")].split("-")
+            elif name.endswith((".egg-info", ".dist-info")):  # read just this one's metadata
+                dist = metadata.PathDistribution(Path(entry or ".") / name)
+                project, version = dist.metadata["Name"] or "", dist.version
+            else:
+                continue
+            if project:
+                found.setdefault(project.lower().replace("_", "-").replace(".", "-"), version)
+    return found
 
 
 def installed(framework: str) -> tuple[str, str] | None:

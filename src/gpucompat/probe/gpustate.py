@@ -3,7 +3,7 @@ last stage, with the critical events NVML delivers in between, so that a verdict
 or broken GPU from a broken stack. The probe reports; gpucompat.gpu_state decides.
 
     result["gpu_state"] = {"before": SNAPSHOT, "after": SNAPSHOT, "events": [EVENT, ...],
-                           "events_error": "..." (where NVML could not watch)}
+                           "events_error": None, or why NVML could not watch}
     SNAPSHOT = {"uuid", "pci_bus_id", "name", "memory": {"total_mib", "free_mib", "used_mib"},
                 "compute_mode": "default" | "exclusive_thread" | "prohibited" | "exclusive_process",
                 "mig_mode", "persistence_mode": "enabled" | "disabled",
@@ -31,7 +31,7 @@ COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclu
 # nvmlEventType* bits: the ones that say the GPU itself went wrong
 EVENTS = ((0x2, "double_bit_ecc"), (0x8, "xid"), (0x800, "dram_retirement_failure"), (0x2000, "fatal_poison"),
           (0x4000, "gpu_unavailable"))
-WATCH_PERIOD_MS = 200
+WATCH_PERIOD_MS = 50  # how long end() may wait for the watching thread to notice
 EVENTS_MAX = 100
 
 
@@ -193,17 +193,39 @@ def snapshot(nvml, mine=None):
 
 class Watch:
     """Snapshots around the stages and a daemon thread that waits on an NVML event set for the
-    critical events of this GPU (Xid, double-bit ECC, ...) while the job runs."""
+    critical events of this GPU (Xid, double-bit ECC, ...) while the job runs. begin() returns at
+    once: NVML's start, the "before" snapshot and the event registration run in the thread, beside
+    the framework's import; ready() waits for them before the device stage asks the GPU for anything."""
 
     def __init__(self, record, nvml=None):
-        self.record, self.nvml = record, nvml or Nvml()
-        self.stop, self.thread, self.event_set = threading.Event(), None, None
-        record["events"] = []
+        self.record, self.nvml = record, nvml
+        self.stop, self.started, self.thread, self.event_set = threading.Event(), threading.Event(), None, None
+        # every key is there from the start: the thread only replaces values, so the result can be
+        # written (json.dump) at any moment without a dict changing size under it
+        record.update(before=None, after=None, events=[], events_error=None)
 
     def begin(self):
-        self.record["before"] = snapshot(self.nvml)
+        self.thread = threading.Thread(target=self._run, name="gpucompat-gpu-state", daemon=True)
+        self.thread.start()
+        return self
+
+    def ready(self, timeout=30.0):
+        self.started.wait(timeout)
+        return self
+
+    def _run(self):
+        try:
+            self.nvml = self.nvml or Nvml()
+            self.record["before"] = snapshot(self.nvml)
+            self._register()
+        finally:
+            self.started.set()
+        if self.event_set is not None:
+            self._watch()
+
+    def _register(self):
         if self.nvml.lib is None or os.environ.get("GPUCOMPAT_GPU_EVENTS") == "0":
-            return self
+            return
         lib, event_set, supported = self.nvml.lib, ctypes.c_void_p(), ctypes.c_ulonglong(0)
         try:
             code = lib.nvmlEventSetCreate(ctypes.byref(event_set))
@@ -218,11 +240,8 @@ class Watch:
             code = str(exc)
         if code != SUCCESS:
             self.record["events_error"] = "NVML cannot watch this GPU's events (error %s)" % code
-            return self
+            return
         self.event_set, self.began = event_set, time.perf_counter()
-        self.thread = threading.Thread(target=self._watch, name="gpucompat-gpu-events", daemon=True)
-        self.thread.start()
-        return self
 
     def _watch(self):
         data, wait = EventData(), self.nvml.lib.nvmlEventSetWait_v2
@@ -240,9 +259,11 @@ class Watch:
             self.record["events"].append(event)
 
     def end(self):
+        self.ready()
         self.stop.set()
         if self.thread is not None:
             self.thread.join(timeout=2 * WATCH_PERIOD_MS / 1000.0 + 1)
-        if self.event_set is not None and (self.thread is None or not self.thread.is_alive()):
+        if self.event_set is not None and not self.thread.is_alive():
             self.nvml.lib.nvmlEventSetFree(self.event_set)
-        self.record["after"] = snapshot(self.nvml)
+        if self.nvml is not None:
+            self.record["after"] = snapshot(self.nvml)

@@ -90,12 +90,14 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
     watch = None
     try:
         save()
+        if "device" in stages:  # NVML starts beside the framework's import; its first snapshot precedes the device stage
+            result["gpu_state"] = {}
+            watch = Watch(result["gpu_state"]).begin()
         result["system"] = system_facts()
         handle = None
         for stage in stages:
-            if stage == "device" and watch is None:  # the GPU as it is before this job asks it for anything
-                result["gpu_state"] = {}
-                watch = Watch(result["gpu_state"]).begin()
+            if stage == "device" and watch is not None:  # the GPU as it was before this job asked it for anything
+                watch.ready()
             result["current_stage"] = stage
             result["stage_started_at"] = time.time()
             record = {"ok": False, "running": True, "facts": {}}
