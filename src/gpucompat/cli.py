@@ -80,7 +80,14 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wi
 
     with RichProgress(err) as progress:
         pipeline.run(store, sweep_id, progress)
-    return _print_results(store, sweep_id, "json" if json_out else fmt, wide=wide)
+    rows = _print_results(store, sweep_id, "json" if json_out else fmt, wide=wide)
+    if not json_out and fmt == "table" and store.sweep(sweep_id)["kind"] == "sweep":  # after the closing line; `check` stays quick
+        from .env_cache import summary, summary_line
+
+        cache = summary(listing=False)
+        if cache["totals"]["environments"]:
+            out.print(escape(summary_line(cache)), highlight=False)
+    return rows
 
 
 def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: bool = False) -> list[dict]:
@@ -330,6 +337,46 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
 
     for item in doctor_tables(result):
         out.print(item)
+
+
+envs_app = typer.Typer(help="The environments kept for sweeps (paths.cache_dir()/envs): list them, or prune them.")
+app.add_typer(envs_app, name="envs")
+
+
+@envs_app.callback(invoke_without_command=True)
+@guarded
+def envs(ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """Each environment with its size, the bytes it shares through hard links, the last sweep that used it and its stack."""
+    if ctx.invoked_subcommand:
+        return
+    from .env_cache import summary
+    from .report.terminal import envs_table
+
+    result = summary()
+    if json_out:
+        _print_json(result)
+        return
+    for item in envs_table(result):
+        out.print(item, highlight=False)
+
+
+@envs_app.command("prune")
+@guarded
+def envs_prune(
+    keep: int = typer.Option(..., "--keep", min=0, help="Keep what the latest N sweeps of each plan use."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Remove the environments that none of the latest N sweeps of any plan used; one a job holds (its lock) is skipped and named."""
+    from .env_cache import prune
+    from .report.terminal import prune_lines
+
+    result = prune(keep, dry_run)
+    if json_out:
+        _print_json(result)
+        return
+    for line in prune_lines(result):
+        out.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -6,7 +6,8 @@ framework installed in this interpreter (so nothing touches a GPU), and predicts
 framework on each visible GPU with a one-line fix where one is known. It also shows the
 CUDA libraries mapped (in its own process after loading libcuda, and in each framework's
 import) and the environment variables that change how CUDA loads or JIT-compiles
-kernels, with a warning and its source for each one that matters (LOADING_VARIABLES).
+kernels, with a warning and its source for each one that matters (LOADING_VARIABLES), and
+the environment cache (its size, what is hard-linked, whether uv's cache is on its filesystem).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import gpu_state
+from . import env_cache, gpu_state
 from .discover import local
 from .envs import container
 from .envs.current import installed
@@ -217,6 +218,7 @@ def doctor() -> dict:
         "frameworks": frameworks,
         "verdicts": verdicts,
         "container_runtimes": container.runtimes_here(),  # what env = "container" stacks can run with here
+        "env_cache": env_cache.summary(listing=False),  # the environments kept here: size, hard links, uv's cache beside them
     }
 
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from . import analysis, space
+from . import analysis, env_cache, space
 from .discover import local as local_discovery
 from .errors import UserError
 from .executors import make_executor
@@ -193,6 +193,8 @@ def run(store: Store, sweep_id: int, progress: Progress) -> None:
         jobs = executor.attach(jobs_cells, workdir)
     else:
         jobs = prepare_jobs(executor, jobs_cells, workdir)
+        if getattr(executor, "env_root", None):  # local, Slurm: the environments this sweep uses, for `gpucompat envs`
+            env_cache.record_use(executor.env_root, [(job.env_dir, job.cell.resolved) for job in jobs], sweep_id, spec.name, store.shown)
         if jobs:
             executor.submit(jobs)
     waiting = {job.id: job for job in jobs}

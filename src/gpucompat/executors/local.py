@@ -2,8 +2,10 @@
 
 Environments are built in parallel up to a limit (one per distinct resolved stack,
 reused across cells and sweeps); probes run at most one per visible GPU at a time,
-pinned with CUDA_VISIBLE_DEVICES; the parent enforces per-stage and per-cell
-timeouts by watching the probe's result.json, and kills the whole process group.
+pinned with CUDA_VISIBLE_DEVICES. A probe holds its environment's lock shared while it
+runs, so `gpucompat envs prune` never removes it from under the job. The parent enforces
+per-stage and per-cell timeouts by watching the probe's result.json, and kills the whole
+process group.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
-from .. import envs
+from .. import env_cache, envs
 from ..envs.uv import uv_bin
 from ..model import Cell, Observation
 from ..paths import cache_dir
@@ -185,6 +188,8 @@ class LocalExecutor:
                                          **({"runtime": _runtime(job.cell)} if job.cell.stack.env == "container" else {}))
         if script is None:
             return True, "", False
+        if (job.env_dir / READY_MARKER).exists():  # built by an earlier sweep: no lock to wait for (jobs may hold it shared)
+            return True, "", False
         job.env_dir.parent.mkdir(parents=True, exist_ok=True)
         log_path = Path(f"{base}.install.log")
         with open(f"{base}.lock", "w") as lock:
@@ -223,26 +228,43 @@ class LocalExecutor:
             if observation is not None:
                 self._observations[job.id] = observation
 
+    def _built(self, job: JobDir) -> bool:
+        """Its environment is complete, or there is none to build (no install ever took its lock)."""
+        return not env_cache.lock_path(job.env_dir).exists() or (job.env_dir / READY_MARKER).exists()
+
     def _run_job(self, job: JobDir, install: Future, slots: queue.Queue) -> None:
         try:
-            self._set(job, INSTALLING)
-            ok, log, timed_out = install.result()
-            if not ok:
-                self._set(job, DONE, Observation(facts={}, install_failed=True, install_log=log,
-                                                 timed_out_stage="install" if timed_out else None))
-                return
-            want = self._gpus_per_job(job)
-            with self._acquiring:  # one job gathers its GPUs at a time, so two that want several never split them
-                devices = [slots.get() for _ in range(want)]
-            try:
-                self._set(job, RUNNING)
-                observation = self._probe(job, ",".join(devices))
-            finally:
-                for device in devices:
-                    slots.put(device)
-            self._set(job, DONE, observation)
+            with ExitStack() as holding:
+                self._run_holding(job, install, slots, holding)
         except Exception as exc:  # our bug, never the stack's: recorded as INTERNAL by the caller
             self._set(job, DONE, Observation(facts={}, internal=repr(exc)))
+
+    def _run_holding(self, job: JobDir, install: Future, slots: queue.Queue, holding: ExitStack) -> None:
+        """One job, its environment's lock held shared from the moment it is built to the probe's end."""
+        self._set(job, INSTALLING)
+        ok, log, timed_out = install.result()
+        for _ in range(3):
+            if not ok:
+                break
+            holding.enter_context(env_cache.using(job.env_dir))
+            if self._built(job):
+                break
+            holding.close()  # removed by `gpucompat envs prune` between its install and now: built again
+            ok, log, timed_out = self._install(job)
+        if not ok:
+            self._set(job, DONE, Observation(facts={}, install_failed=True, install_log=log,
+                                             timed_out_stage="install" if timed_out else None))
+            return
+        want = self._gpus_per_job(job)
+        with self._acquiring:  # one job gathers its GPUs at a time, so two that want several never split them
+            devices = [slots.get() for _ in range(want)]
+        try:
+            self._set(job, RUNNING)
+            observation = self._probe(job, ",".join(devices))
+        finally:
+            for device in devices:
+                slots.put(device)
+        self._set(job, DONE, observation)
 
     def _probe(self, job: JobDir, device: str) -> Observation:
         env = {**os.environ, "GPUCOMPAT_JOB_DIR": str(job.path)}

@@ -12,7 +12,8 @@ answers) or one scontrol call. A command that fails keeps the last known state a
 retried; one that keeps failing for the pending timeout makes the cells UNTESTED, never
 done. Every task's id is written into its cell's directory, so `--resume` adopts jobs
 still queued or finished instead of submitting a cell twice. Inside the job, run.sh builds
-the environment (once per environment, under flock) and runs the probe with its own stage
+the environment (once per environment, under flock; the lock held shared while the probe uses it,
+so `gpucompat envs prune` leaves it alone) and runs the probe with its own stage
 timeouts (SIGALRM), since no parent process watches a batch job; `--time` bounds the cell.
 The submit host and the nodes are assumed to share the work and cache directories.
 """
@@ -230,13 +231,19 @@ class SlurmExecutor:
                         'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
                     ]
                 else:
+                    # fd 8 holds the lock shared from the install to the probe's end (exec keeps it open), so
+                    # `gpucompat envs prune` skips the environment; pruned between install and use: built again
                     lines += [
-                        f"if [ ! -e {ready} ]; then",
-                        f"  ( flock 9; [ -e {ready} ] || {{ timeout {math.ceil(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
+                        f"exec 8>> {lock}",
+                        "for attempt in 1 2 3; do",
+                        f"  if [ ! -e {ready} ]; then",
+                        f"    ( flock 9; [ -e {ready} ] || {{ timeout {math.ceil(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
                         f"9> {lock} > install.log 2>&1",
-                        "  status=$?",
-                        '  if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
-                        "fi",
+                        "    status=$?",
+                        '    if [ "$status" -ne 0 ]; then echo "$status" > install.failed; exit 0; fi',
+                        "  fi",
+                        f"  flock -s 8; [ -e {ready} ] && break; flock -u 8",
+                        "done",
                     ]
             # a container stack's runtime is chosen on the node, from what its PATH has
             probe = probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench),

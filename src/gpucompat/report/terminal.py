@@ -427,6 +427,10 @@ def doctor_tables(result: dict) -> list:
         items.append("no CUDA library is mapped (no libcuda here, and no framework loaded one on import)")
     if "container_runtimes" in result:
         items.append(runtimes_table(result["container_runtimes"]))
+    if result.get("env_cache"):
+        from ..env_cache import summary_line
+
+        items.append(escape(summary_line(result["env_cache"])))
     if result["verdicts"]:
         verdicts = Table("Framework", "GPU", "Verdict", "Why", "Fix", title="On this machine's GPUs", title_justify="left")
         for v in result["verdicts"]:
@@ -480,3 +484,42 @@ def untested_table(rows: list[dict], wide: bool = False) -> FitTable:
                      Col("stage", "Stage", [_text(r["stage"]) for r in rows]),
                      Col("reason", "What happened", [_text(r["reason"]) for r in rows], "flex", 30)],
                     CELL_STEPS, wide, title_style="bold yellow")
+
+
+def _stack_text(stack: dict | None) -> str:
+    if not stack:
+        return "?"
+    return stack.get("key") or " ".join(filter(None, (stack.get("framework"), stack.get("version"), stack.get("python"))))
+
+
+def _use_text(use: dict | None) -> str:
+    return f"sweep {use['sweep']} of {use['plan']} ({(use.get('at') or '')[:16].replace('T', ' ')})" if use else "none recorded"
+
+
+def envs_table(result: dict) -> list:
+    """`gpucompat envs`: one row per environment (oldest use first), then the cache in one sentence."""
+    from ..env_cache import size_text, summary_line
+
+    table = Table("Environment", "Stack", "Size", "Hard-linked", "Only here", "Files", "Last sweep that used it", "State",
+                  title=f"Environments under {escape(result['root'])}", title_justify="left")
+    for env in result["environments"]:
+        state = "[yellow]in use[/]" if env["in_use"] else ("ready" if env["ready"] else "[red]incomplete[/]")
+        table.add_row(env["key"], escape(_stack_text(env["stack"])), size_text(env["bytes"]), size_text(env["shared_bytes"]),
+                      size_text(env["own_bytes"]), str(env["files"]), escape(_use_text(env["last_use"])), state)
+    items: list = [table] if result["environments"] else []
+    items.append(escape(summary_line(result)))
+    return items
+
+
+def prune_lines(result: dict) -> list[str]:
+    """`gpucompat envs prune`: what went (or would go), what stayed because a job holds it, and the total."""
+    from ..env_cache import size_text
+
+    verb = "would remove" if result["dry_run"] else "removed"
+    lines = [f"{verb} {e['key']} {escape(_stack_text(e['stack']))} ({size_text(e['bytes'])}, {size_text(e['own_bytes'])} only there): "
+             f"{escape(e['why'])}" for e in result["removed"]]
+    lines += [f"[yellow]skipped[/] {e['key']} {escape(_stack_text(e['stack']))}: {escape(e['why'])}" for e in result["skipped"]]
+    lines.append(f"{verb} {len(result['removed'])} environments, {'freeing' if not result['dry_run'] else 'which would free'} "
+                 f"{size_text(result['freed_bytes'])} (the files no other link holds); kept {len(result['kept'])} that the latest "
+                 f"{result['keep']} sweeps of each plan use" + (f"; skipped {len(result['skipped'])} in use" if result["skipped"] else ""))
+    return lines
