@@ -20,12 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpucompat.executors.local import CPU_ONLY_SLOTS
+from gpucompat.concurrency import limits
 from gpucompat.probe_build import probe_pyz
 from gpucompat.store import Store
 
 SERIES = ["11.7", "11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9", "13.0"]
 PROBE = probe_pyz()  # the probe as jobs run it
+CPU_ONLY_SLOTS = limits(gpus=0).probes  # probes at once on this machine without a GPU (the executor's rule)
 
 
 def main() -> None:

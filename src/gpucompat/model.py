@@ -175,7 +175,8 @@ class SweepSpec:
     targets: str | tuple[Target, ...]  # "local", "discover" (the executor's pool), or declared GPU classes
     timeouts: Timeouts = field(default_factory=Timeouts)
     executor: str = "local"
-    max_parallel_installs: int = 2
+    max_parallel_installs: int | None = None  # None: derived from the node (concurrency.limits)
+    max_parallel_probes: int | None = None
     platform: str = "x86_64-manylinux_2_28"
     wheelhouse: str | None = None
     offline: bool = False

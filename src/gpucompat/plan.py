@@ -27,7 +27,7 @@ EXECUTOR_OPTIONS = {
 }
 TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
-    "max_parallel_installs", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
+    "max_parallel_installs", "max_parallel_probes", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
 }
 BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "nodes", "profile"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env", "channels", "image", "runtime"}
@@ -364,9 +364,10 @@ def _spec(data: dict) -> SweepSpec:
         ("import_" if key == "import" else key): parse_duration(value, f"[timeouts] {key}")
         for key, value in timeouts_data.items()
     }
-    parallel = data.get("max_parallel_installs", 2)
-    if not isinstance(parallel, int) or isinstance(parallel, bool) or not 1 <= parallel <= 64:
-        raise UserError("max_parallel_installs must be a whole number from 1 to 64.")
+    parallel = {key: data.get(key) for key in ("max_parallel_installs", "max_parallel_probes")}  # None: from the node
+    for key, value in parallel.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 64):
+            raise UserError(f"{key} must be a whole number from 1 to 64 (leave it out to derive it from the node's cores and memory).")
     platform = data.get("platform", "x86_64-manylinux_2_28")
     if not isinstance(platform, str) or not _PLATFORM.fullmatch(platform):
         raise UserError(f"platform {str(platform)[:60]!r} is not a Linux platform uv knows, like 'x86_64-manylinux_2_28' or 'aarch64-unknown-linux-gnu'.")
@@ -390,7 +391,7 @@ def _spec(data: dict) -> SweepSpec:
         durations["bench"] = bench_timeout
     return SweepSpec(
         name=name, stacks=stacks, targets=targets, timeouts=Timeouts(**durations),
-        executor=executor, max_parallel_installs=parallel, platform=platform,
+        executor=executor, **parallel, platform=platform,
         wheelhouse=wheelhouse, offline=offline, executor_options=options, bench=bench,
     )
 

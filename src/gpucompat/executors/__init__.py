@@ -36,5 +36,6 @@ def discover(name: str) -> list[Target]:
 def make_executor(spec: SweepSpec, wheelhouse: str | None, offline: bool) -> Executor:
     """The plan's executor, configured from its own table only: a plan run with --executor
     another gets none of its own executor's options."""
-    settings = JobSettings(spec.timeouts, wheelhouse, offline, spec.max_parallel_installs, spec.bench)
+    settings = JobSettings(spec.timeouts, wheelhouse, offline, spec.max_parallel_installs, spec.bench,
+                           max_parallel_probes=spec.max_parallel_probes)
     return executor_class(spec.executor)(settings, **spec.executor_options.get(spec.executor, {}))

@@ -39,8 +39,9 @@ class JobSettings:
     timeouts: Timeouts
     wheelhouse: str | None = None  # install from this directory only (seen at the same path where jobs run)
     offline: bool = False
-    max_parallel_installs: int = 2  # environments built at once where gpucompat builds them itself
+    max_parallel_installs: int | None = None  # environments built at once where gpucompat builds them itself (None: from the node)
     bench: BenchSpec | None = None  # the bench rung after compute, or None
+    max_parallel_probes: int | None = None  # the local executor's probes at once (None: from the node, concurrency.limits)
 
 
 class Executor(Protocol):

@@ -2,10 +2,11 @@
 
 Environments are built in parallel up to a limit (one per distinct resolved stack,
 reused across cells and sweeps); probes run at most one per visible GPU at a time,
-pinned with CUDA_VISIBLE_DEVICES. A probe holds its environment's lock shared while it
-runs, so `gpucompat envs prune` never removes it from under the job. The parent enforces
-per-stage and per-cell timeouts by watching the probe's result.json, and kills the whole
-process group.
+pinned with CUDA_VISIBLE_DEVICES. Both limits come from the node (`concurrency.limits`:
+cores, available memory, GPUs) unless the plan sets them. A probe holds its environment's
+lock shared while it runs, so `gpucompat envs prune` never removes it from under the job.
+The parent enforces per-stage and per-cell timeouts by watching the probe's result.json,
+and kills the whole process group.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import env_cache, envs
+from ..concurrency import Limits, limits
 from ..envs.uv import uv_bin
 from ..model import Cell, Observation
 from ..paths import cache_dir
 from ..quoting import shell_comment
 from .base import DONE, INSTALLING, READY_MARKER, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
 
-CPU_ONLY_SLOTS = 2  # probes at once when no GPU is visible (none of them can reach a GPU)
 POLL_S = 0.05
 
 
@@ -84,7 +85,9 @@ class LocalExecutor:
 
     def __init__(self, settings: JobSettings, env_root: Path | None = None):
         self.timeouts = settings.timeouts
-        self.max_parallel_installs = settings.max_parallel_installs
+        self.max_parallel_installs = settings.max_parallel_installs  # None: derived from the node at submit
+        self.max_parallel_probes = settings.max_parallel_probes
+        self.limits: Limits | None = None
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
         self.bench = settings.bench
@@ -131,13 +134,16 @@ class LocalExecutor:
         return jobs
 
     def submit(self, jobs: list[JobDir]) -> None:
+        self.limits = limits(len({d for job in jobs for d in job.cell.target.devices}), self.max_parallel_installs,
+                             self.max_parallel_probes)
+        self._probing = threading.BoundedSemaphore(self.limits.probes)
         slots: dict[tuple, queue.Queue] = {}
         for devices in {self._devices(job) for job in jobs}:
             slots[devices] = queue.Queue()
             for device in devices:
                 slots[devices].put(device)
         installs: dict[str, Future] = {}
-        install_pool = ThreadPoolExecutor(max_workers=self.max_parallel_installs, thread_name_prefix="install")
+        install_pool = ThreadPoolExecutor(max_workers=self.limits.installs, thread_name_prefix="install")
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 64)), thread_name_prefix="cell")
         for job in jobs:
             key = str(job.env_dir)
@@ -155,10 +161,9 @@ class LocalExecutor:
             return 1
         return max(1, min(max(self.bench.scale), len(devices)))
 
-    @staticmethod
-    def _devices(job: JobDir) -> tuple[str, ...]:
-        """The slots a job waits for: its class's GPUs, or a few CPU slots when none is visible."""
-        return job.cell.target.devices or tuple(f"cpu{i}" for i in range(CPU_ONLY_SLOTS))
+    def _devices(self, job: JobDir) -> tuple[str, ...]:
+        """The slots a job waits for: its class's GPUs, or as many CPU slots as the node's probe limit when none is visible."""
+        return job.cell.target.devices or tuple(f"cpu{i}" for i in range(self.limits.probes))
 
     def poll(self) -> dict[int, str]:
         with self._lock:
@@ -259,8 +264,9 @@ class LocalExecutor:
         with self._acquiring:  # one job gathers its GPUs at a time, so two that want several never split them
             devices = [slots.get() for _ in range(want)]
         try:
-            self._set(job, RUNNING)
-            observation = self._probe(job, ",".join(devices))
+            with self._probing:  # the node's limit on probes at once (cores, memory), below one per GPU
+                self._set(job, RUNNING)
+                observation = self._probe(job, ",".join(devices))
         finally:
             for device in devices:
                 slots.put(device)
