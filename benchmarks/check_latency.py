@@ -59,6 +59,8 @@ def main() -> None:
         variants = {
             "bare": [sys.executable, "-c", BARE[framework]],
             "probe.pyz": [sys.executable, str(PROBE), "--framework", framework, "--result", str(result)],
+            "probe.pyz, no GPU state": ["env", "GPUCOMPAT_GPU_STATE=0", sys.executable, str(PROBE), "--framework", framework,
+                                        "--result", str(work / "no-state.json")],
             "check": [sys.executable, "-m", "gpucompat", "check", framework, "--env", "current"],
         }
         times: dict[str, list[float]] = {name: [] for name in variants}
@@ -73,13 +75,16 @@ def main() -> None:
                     libraries.append(library_seconds(result))
         bare, check, probe = (statistics.median(times[k]) for k in ("bare", "check", "probe.pyz"))
         rungs = statistics.median(libraries) if libraries else 0.0
+        no_state = statistics.median(times["probe.pyz, no GPU state"])
         row = {"framework": framework, "bare_s": round(bare, 3), "probe_s": round(probe, 3), "check_s": round(check, 3),
+               "probe_no_gpu_state_s": round(no_state, 3), "gpu_state_s": round(probe - no_state, 3),
                "library_rungs_s": round(rungs, 3), "check_over_bare_s": round(check - bare, 3),
                "harness_over_bare_s": round(check - bare - rungs, 3), "exit_codes": {k: sorted(v) for k, v in codes.items()},
                "runs": args.runs, "times": times}
         rows.append(row)
         print(f"{framework:<6} bare {bare:6.2f} s  probe {probe:6.2f} s  check {check:6.2f} s  -> check over bare {check - bare:+.2f} s, "
-              f"of which library rungs {rungs:.2f} s; the harness itself {check - bare - rungs:+.2f} s (target <= 0.5 s)  "
+              f"of which library rungs {rungs:.2f} s; the harness itself {check - bare - rungs:+.2f} s (target <= 0.5 s): "
+              f"the GPU-state watch {probe - no_state:+.2f} s, the CLI and store around the probe {check - probe:+.2f} s  "
               f"exit codes {row['exit_codes']}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"python": sys.version, "rows": rows}, indent=2))

@@ -3,6 +3,9 @@
 # everything under DIR, its own munge socket and ports, two fake GPU types backed by
 # plain files (gres.conf File=), no accounting daemon. Prints the SLURM_CONF path.
 #   tests/slurm/start-cluster.sh DIR [NODES]
+# FAKE_GPUS=N (one node only): N fake GPUs of each type instead of one, and CPUS=M declared CPUs
+# (config_overrides lets slurmd accept more than the machine has): benchmarks/slurm_scale.py runs
+# many cells at once with them. Unset, the cluster is the tests' own.
 # NODES > 1: that many slurmd on this one machine, node1, node2 ..., each started with -N under its
 # own name, with its own Port= (SLURMD_PORTS, one per node, else SLURMD_PORT + i - 1), spool
 # directory, pid and log file (%n), and its own two fake GPUs. Debian's slurmd is not built with
@@ -55,13 +58,20 @@ OverTimeLimit=0
 MessageTimeout=20
 CONF
 if [ "$nodes" -eq 1 ]; then
+  gpus=${FAKE_GPUS:-1}
+  if [ -n "${CPUS:-}" ]; then echo "SlurmdParameters=config_overrides" >> "$dir/slurm.conf"; fi
   cat >> "$dir/slurm.conf" <<CONF
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=2000 Gres=gpu:a100:1,gpu:h100:1 Feature=fakegpu,hbm State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=${CPUS:-$(nproc)} RealMemory=2000 Gres=gpu:a100:$gpus,gpu:h100:$gpus Feature=fakegpu,hbm State=UNKNOWN
 CONF
   cat > "$dir/gres.conf" <<CONF
 NodeName=$host Name=gpu Type=a100 File=$dir/dev/nvidia0
 NodeName=$host Name=gpu Type=h100 File=$dir/dev/nvidia1
 CONF
+  for i in $(seq 1 $((gpus - 1))); do  # FAKE_GPUS > 1: nvidia2, nvidia3 ... alternately a100 and h100
+    : > "$dir/dev/nvidia$((2 * i))"; : > "$dir/dev/nvidia$((2 * i + 1))"
+    printf 'NodeName=%s Name=gpu Type=a100 File=%s\nNodeName=%s Name=gpu Type=h100 File=%s\n' \
+      "$host" "$dir/dev/nvidia$((2 * i))" "$host" "$dir/dev/nvidia$((2 * i + 1))" >> "$dir/gres.conf"
+  done
 else
   read -r -a ports <<< "${SLURMD_PORTS:-}"
   sed -i -e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=$dir/spool/%n|" -e "s|^SlurmdPidFile=.*|SlurmdPidFile=$dir/slurmd-%n.pid|" \

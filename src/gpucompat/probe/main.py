@@ -90,7 +90,9 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
     watch = None
     try:
         save()
-        if "device" in stages:  # NVML starts beside the framework's import; its first snapshot precedes the device stage
+        # NVML starts beside the framework's import; its first snapshot precedes the device stage.
+        # GPUCOMPAT_GPU_STATE=0 leaves it out: benchmarks/check_latency.py measures what it costs.
+        if "device" in stages and os.environ.get("GPUCOMPAT_GPU_STATE") != "0":
             result["gpu_state"] = {}
             watch = Watch(result["gpu_state"]).begin()
         result["system"] = system_facts()
