@@ -91,7 +91,9 @@ def test_advise_observed_first_then_predicted(tmp_path):
     commands = [p["install"] for p in torch["predicted"]]
     assert all("cu12" in c or c.endswith("'torch==2.10.*'") or "'torch==2.9.*'" in c or "'torch==2.8.*'" in c for c in commands)
     assert not any("cu121" in c or "cu124" in c for c in commands), "builds without sm_120 must not be advised for an RTX 5090"
-    bad = run_cli("advise", "--framework", "pytorch", "--cc", "8.0", "--driver", "535.104.05", "--db", f"sqlite:///{db}")
+    alias = json.loads(run_cli("advise", "pytorch", "--cc", "8.0", "--driver", "535.104.05", "--db", f"sqlite:///{db}", "--json", check=0).stdout)
+    assert alias["framework"] == "torch" and alias["notes"] == ["pytorch (conda's name) read as torch"]  # the framework positionally, as explain
+    bad = run_cli("advise", "--framework", "pytorchz", "--cc", "8.0", "--driver", "535.104.05", "--db", f"sqlite:///{db}")
     assert bad.returncode == 2 and "unknown framework" in bad.stderr
 
 

@@ -303,24 +303,42 @@ def _print_bench(store, sweep_id: int, fmt: str, wide: bool) -> None:
 @app.command()
 @guarded
 def explain(
-    spec: str = typer.Argument(..., help="torch==2.4.1, torch==2.7.0+cu128, tensorflow==2.15.0, jax[cuda12]==0.4.30, cuda-runtime==12.4 ..."),
-    gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it, e.g. 'NVIDIA A100-SXM4-40GB'."),
+    spec: Optional[List[str]] = typer.Argument(None, help="What to ask about, as people write it: torch==2.4.1, 'torch 2.4', torch==2.4 "
+                                              "(the newest 2.4.x), pytorch, tf, tensorflow-gpu, jax[cuda12]==0.4.30, cupy-cuda12x, "
+                                              "nvidia-cuda-runtime-cu12==12.4.127, cuda-runtime==12.4 ..."),
+    gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it, e.g. 'NVIDIA A100-SXM4-40GB' (default: this machine's)."),
     cc: Optional[str] = typer.Option(None, help="Compute capability instead of a name, e.g. 8.0."),
-    driver: str = typer.Option(..., help="NVIDIA driver version, e.g. 535.104.05."),
+    driver: Optional[str] = typer.Option(None, help="NVIDIA driver version, e.g. 535.104.05 (default: this machine's; with --pool, for classes that do not say)."),
     python: Optional[str] = typer.Option(None, help="Python version X.Y (checked where the knowledge has wheel data)."),
+    requirements: Optional[str] = typer.Option(None, "-r", "--requirements", help="Judge every GPU package of a requirements file, uv.lock, "
+                                               "pylock.toml or conda environment.yml, and the set; '-' reads pip freeze output from stdin."),
+    pool: Optional[str] = typer.Option(None, "--pool", help="Answer for every GPU class of a site: slurm, htcondor, kubernetes (discovered as "
+                                       "a sweep does) or a plan file's targets."),
+    sources: bool = typer.Option(False, "--sources", help="Print each source in full (default: short references listed at the end)."),
+    exit_code: bool = typer.Option(False, "--exit-code", help="Exit 0 for pass, 1 for fail, 3 for uncertain (with --pool: the best class)."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP + " With --pool: the observed cells shown."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide."),
 ):
-    """Predict, offline and in seconds, whether a stack works on a GPU and driver, and why."""
-    from .answers.explain import explain as run_explain
+    """Predict, offline and in a fraction of a second, whether a stack (or a requirements file) works on a GPU and driver,
+    or on every GPU class of a site, and why; after a no, the nearest yes."""
+    from .answers.explain import ask
+    from .report.answers import EXIT_CODES, view
 
-    result = run_explain(spec, gpu, cc, driver, python)
+    rows = None
+    if pool is not None:  # the cells a store observed, per class
+        from .report.rows import display_row
+        from .store import Store
+
+        rows = [display_row(r) for r in Store(db, readonly=True).result_rows(None)]
+    result = ask(spec, requirements, pool, gpu, cc, driver, python, sys.stdin.read() if requirements == "-" else None, rows)
     if json_out:
         _print_json(result)
-        return
-    from .report.terminal import explain_text
-
-    for line in explain_text(result):
-        out.print(line, soft_wrap=True)
+    else:
+        for item in view(result, sources, wide):
+            out.print(item, crop=False)  # each fits the width; install commands are whole lines, never cut
+    if exit_code:
+        raise typer.Exit(EXIT_CODES[result["verdict"]])
 
 
 @app.command()
@@ -456,12 +474,9 @@ def history(
     if bool(gpu) == bool(cc):
         raise UserError("give the GPU as either --gpu NAME or --cc X.Y (one of them).")
     want_cc = cc or (tables.gpu(gpu) or {}).get("cc")
-    rows = [
-        r for r in map(display_row, Store(db, readonly=True).result_rows(None))
-        if r["framework"] == framework and r["code"] not in ("PENDING", "UNTESTED")  # a cell not tested is no fact
-        and (version is None or r["version"] == version or r["version"].split("+")[0] == version)
-        and (r["gpu"] == gpu or (want_cc is not None and r["cc"] == want_cc))
-    ]
+    from .answers.pool import observed_cells  # the query `explain --pool` shows per class
+
+    rows = observed_cells([display_row(r) for r in Store(db, readonly=True).result_rows(None)], framework, version, gpu, want_cc)
     if json_out:
         _print_json(rows)
         return
@@ -491,10 +506,11 @@ def _advise_conda(result: dict, python: str | None) -> None:
 @app.command()
 @guarded
 def advise(
-    framework: str = typer.Option(..., help="torch, tensorflow, jax, cupy or cuda-runtime."),
-    gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it."),
+    name: Optional[str] = typer.Argument(None, metavar="FRAMEWORK", help="torch, tensorflow, jax, cupy or cuda-runtime (or pytorch, tf...)."),
+    framework: Optional[str] = typer.Option(None, help="The same as FRAMEWORK."),
+    gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it (default: this machine's)."),
     cc: Optional[str] = typer.Option(None, help="Compute capability, e.g. 8.0."),
-    driver: str = typer.Option(..., help="NVIDIA driver version, e.g. 535.104.05."),
+    driver: Optional[str] = typer.Option(None, help="NVIDIA driver version, e.g. 535.104.05 (default: this machine's)."),
     python: Optional[str] = typer.Option(None, help="Python version X.Y."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -508,7 +524,9 @@ def advise(
 
     if fmt not in ("table", "conda"):
         raise UserError(f"--format {fmt[:20]!r}: write table or conda.")
-    result = run_advise(framework, gpu, cc, driver, python, [display_row(r) for r in Store(db, readonly=True).result_rows(None)])
+    if bool(name) == bool(framework) and (name or "") != (framework or ""):
+        raise UserError("give the framework once: advise torch, or advise --framework torch.")
+    result = run_advise(name or framework, gpu, cc, driver, python, [display_row(r) for r in Store(db, readonly=True).result_rows(None)])
     if fmt == "conda":
         _advise_conda(result, python)
         return
@@ -518,7 +536,9 @@ def advise(
     from .report.terminal import AdviseTable
 
     t = result["target"]
-    out.print(f"{framework} for {escape(t['gpu'] or 'compute capability ' + t['cc'])} (CC {t['cc']}), driver {t['driver']} (CUDA {t['driver_cuda'] or '?'})")
+    for note in result["notes"]:
+        out.print(f"[dim]note:[/] {escape(note)}")
+    out.print(f"{result['framework']} for {escape(t['gpu'] or 'compute capability ' + t['cc'])} (CC {t['cc']}), driver {escape(t['driver'])} (CUDA {t['driver_cuda'] or '?'})")
     out.print(AdviseTable(result), crop=False)  # install commands are never cut: in the table when they fit, else whole lines below it
     if explain_left_out:
         from .report.terminal import left_out_table

@@ -7,12 +7,14 @@ import json
 
 from packaging.version import InvalidVersion, Version
 
+from ..envs.conda import PACKAGES as conda_packages
+from ..envs.conda import advised_pin
 from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import PASS, predict_stack
-from ..model import FRAMEWORKS
 from ..space import requirements_for
-from .explain import target
+from .questions import framework_name
+from .target import where as target_of
 
 
 def install_command(framework: str, version: str, variant: str) -> str:
@@ -22,6 +24,20 @@ def install_command(framework: str, version: str, variant: str) -> str:
         requirements, index = (f"torch=={version}",), None
     quoted = " ".join(f"'{r}'" for r in requirements)
     return f"pip install {quoted}" + (f" --index-url {index}" if index else "")
+
+
+def install_commands(framework: str, version: str, variant: str, cuda_runtime: str | None = None) -> dict[str, str]:
+    """Every way to install one point: pip (with the variant's index URL), uv (the same arguments), and conda
+    (conda-forge's package with the CUDA pin the variant, or the CUDA it is known to bring, names; conda-forge
+    may not carry every PyPI release)."""
+    pip = install_command(framework, version, variant)
+    release = version.split("+")[0]
+    package = conda_packages[framework]
+    spec = f"{package}={release[:-2]}" if release.endswith(".*") else (
+        f"{package}={release}" if framework == "cuda-runtime" else f"{package}=={release}")
+    pin = advised_pin(framework, release.removesuffix(".*"), variant, cuda_runtime)
+    conda = " ".join(["conda install -c conda-forge", f"'{spec}'", *([f"'{pin}'"] if pin else [])])
+    return {"pip": pip, "uv": f"uv {pip}", "conda": conda}
 
 
 def image_line(image: str) -> str:
@@ -41,12 +57,23 @@ def _candidates(framework: str) -> list[tuple[str, str]]:
         rows = [(f"{r['release']}.*", "and-cuda" if Version(r["release"]) >= Version("2.14") else "plain")
                 for r in tables.table("tensorflow_builds")]
     elif framework == "jax":
-        rows = [(r["from_version"], r["variant"]) for r in tables.table("jax_builds") if r["variant"] in ("cuda12", "cuda13")]
+        # the releases of each CUDA plugin (PyPI's file lists), the newest of each minor series
+        rows = [(str(v), variant) for variant in ("cuda12", "cuda13") for v in _newest_per_series(f"jax-{variant}-plugin")
+                if tables.jax_build(str(v), variant) is not None]
     elif framework == "cupy":
         rows = [(f"{r['series']}.*", r["variant"]) for r in tables.table("cupy_packages") if int(r["series"]) >= 12]
     else:
         rows = [(r["cuda"], "default") for r in tables.table("cuda_drivers") if Version(r["cuda"]).major >= 11]
     return sorted(set(rows), key=lambda p: (_key(p[0]), p[1] != "default"), reverse=True)
+
+
+def _newest_per_series(package: str) -> list[Version]:
+    newest: dict = {}
+    for row in tables.table("python_wheels"):
+        v = Version(row["version"]) if row["package"] == package and row["pythons"] else None
+        if v is not None and not v.is_prerelease and not v.is_devrelease and v > newest.get(v.release[:2], Version("0")):
+            newest[v.release[:2]] = v
+    return list(newest.values())
 
 
 def _key(version: str):
@@ -71,11 +98,11 @@ def _release(framework: str, version: str, variant: str) -> str:
 def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python: str | None, observed_rows: list[dict], limit: int = 5) -> dict:
     """Observed passes that this target can also run (same compute capability; the asked driver and
     Python judged by the rules), then predicted passes; `left_out` says why every other candidate is not advised."""
-    if framework not in FRAMEWORKS:
-        raise UserError(f"unknown framework {framework!r}; expected one of: {', '.join(FRAMEWORKS)}.")
-    where = target(gpu, cc, driver)
+    framework, _variant, notes = framework_name(framework)  # pytorch, tf, cupy-cuda12x... as people name them
+    where, target_notes = target_of(gpu, cc, driver)  # what is not given is this machine's
+    driver = where["driver"]
     if where["cc"] is None:
-        raise UserError(f"the knowledge holds no GPU named {gpu[:80]!r}, so its compute capability is unknown; give --cc X.Y instead.")
+        raise UserError(f"the knowledge holds no GPU named {where['gpu'][:80]!r}, so its compute capability is unknown; give --cc X.Y instead.")
     observed, left_out, seen = [], [], set()
     for row in sorted(observed_rows, key=lambda r: _key(r["version"]), reverse=True):
         if row["framework"] != framework or row["code"] != "PASS" or row["cc"] != where["cc"] or (row["version"], row["variant"]) in seen:
@@ -111,9 +138,11 @@ def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python:
         if p.verdict != PASS:
             left_out.append({"source": "predicted", "version": version, "variant": variant, "why": _why_not(p)})
             continue
+        shown = version if framework != "cuda-runtime" else release
         predicted.append({"source": "predicted", "version": version, "variant": variant, "warnings": p.warnings,
-                          "install": install_command(framework, version if framework != "cuda-runtime" else release, variant),
+                          "install": install_command(framework, shown, variant),
+                          "commands": install_commands(framework, shown, variant, p.resolved.get("cuda_runtime")),
                           "reasons": [r.text for r in p.reasons]})
-    return {"framework": framework, "target": {**where, "python": python}, "observed": observed[:limit], "predicted": predicted,
+    return {"framework": framework, "notes": notes + target_notes, "target": {**where, "python": python}, "observed": observed[:limit], "predicted": predicted,
             "left_out": left_out,
             "note": "observed: a stored sweep ran it on this GPU class; predicted: the knowledge rules expect it to work, not run"}

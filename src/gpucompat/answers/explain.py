@@ -1,52 +1,95 @@
-"""`gpucompat explain`: a stack spec and a GPU -> the prediction, offline, in one object."""
+"""`gpucompat explain`: a question about one stack and a GPU -> the prediction, offline, in one object,
+with how the question was read and, after a no or an uncertain, the nearest yes."""
 
 from __future__ import annotations
 
 from ..errors import UserError
-from ..knowledge import tables
-from ..knowledge.rules import predict_stack
-from ..plan import CC_VERSION, DRIVER_VERSION, PYTHON_VERSION, parse_spec
+from ..knowledge.rules import FAIL, PASS, predict_stack
+from ..plan import PYTHON_VERSION
+from .nearest import nearest_yes, release_of
+from .questions import Question, assumed_note, gpu_variants, read
+from .target import target, where
 
-MAX_SPEC_CHARS = 200
-DEFAULT_VARIANT = {"torch": "default", "tensorflow": "and-cuda", "jax": "cpu", "cupy": "cuda12x", "cuda-runtime": "default"}
-
-
-def target(gpu: str | None, cc: str | None, driver: str) -> dict:
-    if bool(gpu) == bool(cc):
-        raise UserError("give the GPU as either --gpu NAME or --cc X.Y (one of them).")
-    if not isinstance(driver, str) or not DRIVER_VERSION.fullmatch(driver):
-        raise UserError(f"--driver {str(driver)[:40]!r} is not a driver version like '535.104.05'.")
-    row = None
-    if gpu:
-        if len(gpu) > MAX_SPEC_CHARS:
-            raise UserError(f"--gpu is {len(gpu)} characters long; a GPU name needs at most {MAX_SPEC_CHARS}.")
-        row = tables.gpu(gpu)  # an unknown name is not an error: the prediction says it cannot judge
-        cc = row["cc"] if row else None
-    elif not CC_VERSION.fullmatch(cc):
-        raise UserError(f"--cc {cc[:40]!r} is not a compute capability like '8.0'.")
-    supported = tables.driver_cuda(driver)
-    return {"gpu": gpu, "matched": row["name"] if row else None, "cc": cc, "cc_source": row["source"] if row else None,
-            "cc_confidence": row.get("confidence", "high") if row else None, "driver": driver,
-            "driver_cuda": supported["cuda"] if supported else None}
+__all__ = ["explain", "judge", "check_python", "target"]
 
 
-def explain(spec: str, gpu: str | None, cc: str | None, driver: str, python: str | None = None) -> dict:
-    if len(spec) > MAX_SPEC_CHARS:
-        raise UserError(f"the stack spec is {len(spec)} characters long; a spec like torch==2.4.1 needs at most {MAX_SPEC_CHARS}.")
-    framework, version, variant = parse_spec(spec)
-    if version is None or not (version[:1].isascii() and version[:1].isdigit()):
-        raise UserError(f"{spec[:60]!r}: explain needs one exact version, e.g. {framework}==2.4.1.")
-    if len(version) > tables.MAX_VERSION_CHARS or tables.version(version) is None:
-        raise UserError(f"{spec[:60]!r}: the version is not a release number of at most {tables.MAX_VERSION_CHARS} characters, like 2.4.1.")
-    if framework == "cuda-runtime" and tables.version(version).major == 0:
-        # No CUDA release is numbered 0.x (CUDA began at 1.0): a typo, said plainly rather than judged 'uncertain'.
-        raise UserError(f"cuda-runtime {version} is not a CUDA release; give a CUDA version such as 12.4.")
+def check_python(python: str | None) -> None:
     if python is not None and not PYTHON_VERSION.fullmatch(python):
         raise UserError(f"--python {python[:20]!r} is not a Python version from 3.8 to 3.15, like '3.11'.")
-    where = target(gpu, cc, driver)
-    variant = variant or DEFAULT_VARIANT[framework]
-    release = version
-    if framework == "torch" and variant != "default" and "+" not in version:
-        release = f"{version}+{variant}"
-    prediction = predict_stack(framework, release, variant, where["cc"], driver, python)
-    return {"spec": spec, "target": {**where, "python": python}, **prediction.to_dict()}
+
+
+def judge(question: Question, cc: str | None, driver: str | None, python: str | None) -> tuple[str, list[str], object]:
+    """(the variant judged, notes, the prediction): a question without a build means the first GPU build that passes here,
+    else the first the release has."""
+    if question.variant is not None:
+        return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, python)
+    choices = gpu_variants(question.framework, question.version)
+    judged = [(v, predict_stack(question.framework, release_of(question.framework, question.version, v), v, cc, driver, python)) for v in choices]
+    variant, prediction = next(((v, p) for v, p in judged if p.verdict == PASS), judged[0])
+    return variant, [assumed_note(question, variant)], prediction
+
+
+def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None,
+            nearest: bool = True) -> dict:
+    """`spec`: the question as typed, one string ('torch==2.4', 'torch 2.4') or its words. What is not given of the GPU and
+    driver is this machine's. After a fail or an uncertain, `nearest` holds what would pass on the same GPU and driver."""
+    question = read(spec)
+    check_python(python)
+    found, target_notes = where(gpu, cc, driver)
+    variant, assumed, prediction = judge(question, found["cc"], found["driver"], python)
+    judged = Question(question.typed, question.framework, question.version, variant, question.notes)
+    result = {"spec": judged.spec, "asked": question.typed, "notes": question.notes + assumed + target_notes,
+              "target": {**found, "python": python}, **prediction.to_dict()}
+    result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, python)
+                         if nearest and prediction.verdict in (FAIL, "uncertain") else [])
+    return result
+
+
+
+def explain_requirements(path: str, stdin_text: str | None, gpu: str | None, cc: str | None, driver: str | None,
+                         python: str | None) -> dict:
+    """`explain -r FILE` (or `-r -` with pip freeze output): every GPU package of the file, and the set."""
+    from .lockfiles import load
+    from .requirements import judge as judge_set
+
+    parsed = load(path, stdin_text)
+    check_python(python)
+    found, target_notes = where(gpu, cc, driver)
+    result = judge_set(parsed, found, python)
+    return {"file": "standard input" if path == "-" else path, **result, "notes": result["notes"] + target_notes}
+
+
+def explain_pool(spec, pool: str, driver: str | None, python: str | None, observed_rows: list[dict]) -> dict:
+    """`explain SPEC --pool ...`: the question on every GPU class of a site (answers/pool.py)."""
+    from .pool import answer, pool_targets
+
+    question = read(spec)
+    check_python(python)
+    executor, targets, origin = pool_targets(pool)
+    notes = list(question.notes)
+    variant = question.variant
+    if variant is None:  # the GPU build that passes on the most classes (the first the release has, where none does)
+        choices = gpu_variants(question.framework, question.version)
+        passes = {v: sum(predict_stack(question.framework, release_of(question.framework, question.version, v), v,
+                                       t.cc, t.driver or driver, python).verdict == PASS for t in targets) for v in choices}
+        variant = max(choices, key=lambda v: (passes[v], -choices.index(v)))
+        notes.append(assumed_note(question, variant))
+    judged = Question(question.typed, question.framework, question.version, variant, question.notes)
+    return {"spec": judged.spec, "asked": question.typed, "notes": notes, "pool": pool,
+            **answer(judged, variant, executor, targets, origin, driver, python, observed_rows)}
+
+
+def ask(spec, requirements: str | None, pool: str | None, gpu: str | None, cc: str | None, driver: str | None,
+        python: str | None, stdin_text: str | None = None, observed_rows: list[dict] | None = None) -> dict:
+    """The command's three forms: a stack, a requirements file (-r), a pool (--pool); `mode` says which."""
+    if requirements is not None and (spec or pool):
+        raise UserError("-r judges a file: give it without a stack spec or --pool.")
+    if requirements is None and not spec:
+        raise UserError("give a stack to ask about (e.g. torch==2.4.1 or 'torch 2.4'), or -r requirements.txt.")
+    if pool is not None:
+        if gpu or cc:
+            raise UserError("--pool answers for the pool's own GPU classes: leave out --gpu and --cc.")
+        return {"mode": "pool", **explain_pool(spec, pool, driver, python, observed_rows or [])}
+    if requirements is not None:
+        return {"mode": "requirements", **explain_requirements(requirements, stdin_text, gpu, cc, driver, python)}
+    return {"mode": "stack", **explain(spec, gpu, cc, driver, python)}

@@ -301,7 +301,12 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
 TF_INSTALL = "https://www.tensorflow.org/install/pip (from 2.14: pip install tensorflow[and-cuda] brings CUDA; before, the system provides it)"
 
 
+TF_CPU = "https://github.com/tensorflow/tensorflow/blob/master/README.md ('A smaller CPU-only package is also available: pip install tensorflow-cpu')"
+
+
 def _tensorflow(release: str, variant: str, cc: str, driver: str | None, python: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
+    if variant == "cpu":
+        return [Reason("CPU build", FAIL, "tensorflow-cpu is TensorFlow's CPU-only package", TF_CPU, "NO_DEVICE", "device")], {}
     build = tables.tensorflow_build(release)
     if build is None:
         return [Reason("TensorFlow build", UNCERTAIN, f"TensorFlow {minor_series(release)} is not in the knowledge tables", "")], {}
@@ -452,7 +457,7 @@ def defect_rules(framework: str, release: str, variant: str, cc: str | None) -> 
 
 def wheel_package(framework: str, variant: str) -> str | None:
     """The PyPI package whose wheels decide which Pythons a stack can have."""
-    return {"torch": "torch", "tensorflow": "tensorflow-gpu" if variant == "gpu" else "tensorflow", "jax": "jaxlib",
+    return {"torch": "torch", "tensorflow": {"gpu": "tensorflow-gpu", "cpu": "tensorflow-cpu"}.get(variant, "tensorflow"), "jax": "jaxlib",
             "cupy": f"cupy-{variant}"}.get(framework)
 
 

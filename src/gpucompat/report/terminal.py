@@ -345,28 +345,6 @@ class RichProgress:
 VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
 
 
-def explain_text(result: dict) -> list[str]:
-    """The prediction as a few lines: verdict first, then each rule with its source."""
-    t = result["target"]
-    if not t["gpu"]:
-        gpu = f"compute capability {t['cc']}"
-    elif t["cc"] is None:
-        gpu = f"{t['gpu']} (compute capability unknown: the knowledge holds no such GPU name; give --cc)"
-    else:
-        # a name found only through pci.ids says which device it was taken for
-        alias = f"pci.ids: {t['matched']}, " if (t.get("cc_source") or "").startswith("pci.ids") else ""
-        gpu = f"{t['gpu']} ({alias}CC {t['cc']})"
-    verdict = result["verdict"].upper() + (f" {result['code']} at {result['stage']}" if result["code"] else "")
-    lines = [f"{escape(result['spec'])} on {escape(gpu)}, driver {escape(t['driver'])} (CUDA {t['driver_cuda'] or '?'}): "
-             f"[{VERDICT_STYLE[result['verdict']]}]{verdict}[/]"]
-    for reason in result["reasons"]:
-        lines.append(f"  [{VERDICT_STYLE[reason['verdict']]}]{reason['verdict']:<9}[/] {escape(reason['rule'])}: {escape(reason['text'])}")
-        if reason["source"]:
-            lines.append(f"            [dim]source: {escape(reason['source'])}[/]")
-    lines += [f"  [yellow]warning[/]   {escape(w)}" for w in result["warnings"]]
-    return lines
-
-
 def runtimes_table(runtimes: list[dict]):
     """The container runtimes on this node (env = "container" stacks), or one line saying there are none."""
     if not runtimes:

@@ -1,0 +1,108 @@
+"""The nearest yes: after a no (or an uncertain), what would work on the same GPU and driver.
+
+In this order: the same release in another variant (torch==2.4.1+cu118 for torch==2.4.1), the
+framework's newest release that passes (advise's own search, limited to one), and the oldest
+driver that would make the asked stack pass. Each stack comes with the commands that install it,
+from advise's `install_commands`; a driver is an administrator's change, so it comes with none.
+"""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from ..knowledge import tables
+from ..knowledge.rules import PASS, Prediction, predict_stack
+from .advise import advise, install_commands
+from .questions import gpu_variants, known_releases, spec_text
+
+MINOR_COMPAT = "minor-version compatibility"
+
+
+def release_of(framework: str, version: str, variant: str) -> str:
+    """The release as the rules take it (torch's variant as its local label)."""
+    if framework == "torch" and variant not in ("default", "installed") and "+" not in version:
+        return f"{version}+{variant}"
+    return version
+
+
+def other_variants(framework: str, version: str, variant: str) -> list[str]:
+    """The release's other builds, newest CUDA first."""
+    if framework == "torch":
+        builds = [r["variant"] for r in tables.table("torch_builds") if r["release"] == tables.minor_series(version)]
+        default = tables.torch_default(version)
+        same = {variant, default["variant"] if default and variant == "default" else None}
+        ordered = sorted(builds, key=lambda v: int(v[2:]) if v[2:].isdigit() else 0, reverse=True)
+        return [v for v in ordered if v not in same] + ([] if variant == "default" or default is None or default["variant"] == variant else ["default"])
+    if framework == "jax":
+        return [v for v in gpu_variants("jax", version) if v != variant]
+    if framework == "cupy":
+        return [v for v in gpu_variants("cupy", version) if v != variant]
+    if framework == "tensorflow":
+        return [v for v in [*gpu_variants("tensorflow", version), "and-cuda", "plain"] if v != variant and
+                (v != "and-cuda" or "and-cuda" in gpu_variants("tensorflow", version))]
+    return []
+
+
+def _exact(framework: str, version: str, variant: str) -> str:
+    """advise's 'X.Y.*' as the newest X.Y.z the knowledge holds (an exact release is what a person installs)."""
+    if not version.endswith(".*"):
+        return version
+    series = Version(version[:-2]).release
+    found = max((v for v in known_releases(framework, variant) if v.release[:len(series)] == series), default=None)
+    return str(found) if found else version
+
+
+def _item(kind: str, label: str, framework: str, version: str, variant: str, prediction: Prediction) -> dict:
+    spec = spec_text(framework, version, variant)
+    return {"kind": kind, "label": label, "spec": spec, "framework": framework, "version": version, "variant": variant,
+            "verdict": prediction.verdict, "warnings": prediction.warnings,
+            "install": install_commands(framework, version, variant, prediction.resolved.get("cuda_runtime"))}
+
+
+def driver_candidates() -> list[str]:
+    """Every driver number the knowledge names as a minimum, oldest first."""
+    found = {r[c] for r in tables.table("cuda_drivers") for c in ("toolkit_driver_min", "compat_driver_min") if r[c]}
+    found |= {r["min_driver"] for r in tables.table("jax_builds") if r["min_driver"]}
+    return sorted(found, key=Version)
+
+
+def oldest_driver(framework: str, release: str, variant: str, cc: str | None, driver: str, python: str | None) -> dict | None:
+    """The oldest driver newer than `driver` under which the stack is predicted to pass, and the oldest that runs it
+    without CUDA minor-version compatibility (None: no driver makes it pass, as far as the knowledge says)."""
+    have = tables.version(driver)
+    first = clean = None
+    for candidate in driver_candidates():
+        if have is not None and Version(candidate) <= have:
+            continue
+        p = predict_stack(framework, release, variant, cc, candidate, python)
+        if p.verdict != PASS:
+            continue
+        first = first or (candidate, p)
+        if not any(MINOR_COMPAT in w for w in p.warnings):
+            clean = (candidate, p)
+            break
+    if first is None:
+        return None
+    return {"kind": "driver", "label": "a newer driver", "driver": first[0], "warnings": first[1].warnings,
+            "clean_driver": clean[0] if clean and clean[0] != first[0] else None, "install": None}
+
+
+def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
+    """What would work on the same GPU and driver, in the order people try it (see the module's docstring)."""
+    cc, driver = where["cc"], where["driver"]
+    found = []
+    for other in other_variants(framework, version, variant):
+        p = predict_stack(framework, release_of(framework, version, other), other, cc, driver, python)
+        if p.verdict == PASS:
+            found.append(_item("variant", "another variant", framework, version, other, p))
+            break
+    if cc is not None:
+        best = advise(framework, None, cc, driver, python, [], limit=1)["predicted"]
+        if best:
+            exact = _exact(framework, best[0]["version"], best[0]["variant"])
+            p = predict_stack(framework, release_of(framework, exact, best[0]["variant"]), best[0]["variant"], cc, driver, python)
+            found.append(_item("newest", "newest that works", framework, exact, best[0]["variant"], p))
+    newer = oldest_driver(framework, release_of(framework, version, variant), variant, cc, driver, python)
+    if newer:
+        found.append({**newer, "spec": spec_text(framework, version, variant)})
+    return found

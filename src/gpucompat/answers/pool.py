@@ -1,0 +1,125 @@
+"""`gpucompat explain SPEC --pool slurm|htcondor|kubernetes|PLAN.toml`: one question, every GPU class of a site.
+
+The classes come the way a sweep finds them: the executor's discovery (`executors.discover`), or a
+plan's [[targets]] (its "discover" or "local" as the sweep reads them). Each class gets the verdict of
+the rules, the cells the store has observed for that stack there (the `history` command's query),
+and, for the classes that pass, how to ask the scheduler for them: Slurm's --gres/--constraint,
+HTCondor's request_GPUs with require_gpus, a Kubernetes nodeSelector on GPU Feature Discovery labels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UserError
+from ..knowledge import tables
+from ..knowledge.rules import FAIL, PASS, UNCERTAIN, predict_stack
+from ..model import EXECUTORS, Target
+from ..plan import DRIVER_VERSION, load_plan
+from .nearest import release_of
+from .questions import Question
+
+MAX_CLASSES = 10000
+
+
+def pool_targets(pool: str) -> tuple[str, list[Target], str]:
+    """(the executor whose requests apply, the GPU classes, where they came from)."""
+    if pool in EXECUTORS:
+        from ..executors import discover
+
+        return pool, list(discover(pool)), f"{pool} discovery"
+    path = Path(pool)
+    if path.suffix != ".toml" or not path.is_file():
+        raise UserError(f"--pool {pool[:60]!r} is neither a pool ({', '.join(EXECUTORS)}) nor a plan file (PLAN.toml) that exists.")
+    spec, _text = load_plan(path)
+    if isinstance(spec.targets, tuple):
+        return spec.executor, list(spec.targets), f"the [[targets]] of {path.name}"
+    from ..executors import discover
+
+    return spec.executor, list(discover(spec.executor)), f"{spec.executor} discovery (targets = \"{spec.targets}\" in {path.name})"
+
+
+def class_driver(target: Target, assumed: str | None) -> tuple[str | None, str]:
+    """The driver a class is judged with, and where it came from: its own; for HTCondor, which advertises only the CUDA the
+    driver supports, the oldest driver of that CUDA (a lower bound); else the --driver given for every class."""
+    if target.driver:
+        return target.driver, "its own"
+    if target.cuda_driver and (row := tables.cuda_row(target.cuda_driver)):
+        return row["toolkit_driver_min"], f"the oldest driver of CUDA {target.cuda_driver}, which it advertises"
+    if assumed:
+        return assumed, "--driver (the pool does not say)"
+    return None, "not known (give --driver to assume one)"
+
+
+def observed_cells(rows: list[dict], framework: str, version: str | None, gpu: str | None, cc: str | None) -> list[dict]:
+    """The stored verdicts of one stack on one GPU class (by name, or by compute capability): the `history` command's query;
+    a cell that could not be tested, or is pending, is no fact."""
+    return [r for r in rows
+            if r["framework"] == framework and r["code"] not in ("PENDING", "UNTESTED")
+            and (version is None or r["version"] == version or r["version"].split("+")[0] == version)
+            and (r["gpu"] == gpu or (cc is not None and r["cc"] == cc))]
+
+
+def scheduler_request(executor: str, target: Target) -> str | None:
+    """How to ask the scheduler for one GPU of this class, written with the executor's own request code."""
+    if executor == "slurm":
+        from ..executors.slurm import request_args
+
+        return "sbatch " + " ".join(request_args(target))
+    if executor == "kubernetes":
+        from ..executors.kubernetes.manifest import node_selector
+
+        selector = node_selector(target)
+        return "nodeSelector: {" + ", ".join(f"{k}: {v}" for k, v in selector.items()) + "}" if selector else None
+    return None
+
+
+def htcondor_request(targets: list[Target]) -> str | None:
+    """One submit description's GPU request that matches any of the passing classes."""
+    from ..executors.htcondor import gpu_requirement
+
+    clauses = [c for c in (gpu_requirement(t) for t in targets) if c]
+    if not clauses:
+        return None
+    joined = " || ".join(f"({c})" for c in dict.fromkeys(clauses)) if len(clauses) > 1 else clauses[0]
+    return f"request_GPUs = 1\nrequire_gpus = {joined}"
+
+
+def _summary(rows: list[dict]) -> str:
+    codes: dict[str, int] = {}
+    for row in rows:
+        codes[row["code"]] = codes.get(row["code"], 0) + 1
+    sweeps = sorted({row["sweep"] for row in rows if row.get("sweep") is not None})
+    return ", ".join(f"{code} x{n}" if n > 1 else code for code, n in codes.items()) + (f" (sweep {', '.join(map(str, sweeps))})" if sweeps else "")
+
+
+def answer(question: Question, variant: str, executor: str, targets: list[Target], origin: str, driver: str | None,
+           python: str | None, observed_rows: list[dict]) -> dict:
+    """One row per class, then the scheduler requests for the classes that pass."""
+    if driver is not None and not DRIVER_VERSION.fullmatch(driver):
+        raise UserError(f"--driver {driver[:40]!r} is not a driver version like '535.104.05'.")
+    if len(targets) > MAX_CLASSES:
+        raise UserError(f"the pool has {len(targets)} GPU classes; gpucompat answers for at most {MAX_CLASSES}.")
+    release = release_of(question.framework, question.version, variant)
+    classes, passing = [], []
+    for target in targets:
+        judged_driver, driver_from = class_driver(target, driver)
+        cc = target.cc or ((tables.gpu(target.name) or {}).get("cc") if target.name else None)
+        prediction = predict_stack(question.framework, release, variant, cc, judged_driver, python)
+        deciding = next((r for r in prediction.reasons if r.verdict == FAIL), None) or \
+            next((r for r in prediction.reasons if r.verdict == UNCERTAIN), None)
+        seen = observed_cells(observed_rows, question.framework, question.version, target.name, cc)
+        row = {"name": target.name, "cc": cc, "driver": judged_driver, "driver_from": driver_from, "count": target.count,
+               "gres": target.gres, "features": list(target.features), "selector": list(target.selector), "nodes": list(target.nodes),
+               "verdict": prediction.verdict, "code": prediction.code, "stage": prediction.stage, "warnings": prediction.warnings,
+               "reason": deciding.text if deciding else "; ".join(prediction.warnings) or "every rule passes",
+               "source": deciding.source if deciding else "", "observed": seen, "observed_summary": _summary(seen) if seen else "",
+               "request": scheduler_request(executor, target) if prediction.verdict == PASS else None}
+        classes.append(row)
+        if prediction.verdict == PASS:
+            passing.append(target)
+    request = htcondor_request(passing) if executor == "htcondor" and passing else None
+    verdicts = {c["verdict"] for c in classes}
+    return {"executor": executor, "origin": origin, "classes": classes, "passing": len(passing),
+            "verdict": PASS if PASS in verdicts else FAIL if verdicts == {FAIL} else UNCERTAIN,
+            "htcondor": request}

@@ -1,0 +1,204 @@
+"""`gpucompat explain -r FILE`: every GPU package of the user's own requirements judged on one GPU and
+driver, each on its own and all of them together.
+
+The framework (torch, TensorFlow, JAX with its plugins, a CuPy wheel) is judged by the same rules as
+a question; CUDA's own wheels (nvidia-cudnn-cu12, nvidia-cuda-runtime-cu12...) by the driver they
+need; the set by the rules of knowledge/wheels.py (one CUDA major, torch's own pins, a JAX plugin of
+jaxlib's version, one CuPy package). A framework that fails or is uncertain gets its nearest yes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..knowledge.rules import FAIL, PASS, UNCERTAIN, Reason, combine, predict_stack
+from ..knowledge.wheels import cuda_wheel, cupy_rule, jax_plugin_rule, majors_rule, pin_rule, wheel_rule
+from ..space import PYTORCH_INDEX
+from .lockfiles import Parsed, Pin
+from .nearest import nearest_yes, release_of
+from .questions import read, spec_text
+
+TORCH_INDEX = re.compile(re.escape(PYTORCH_INDEX.split("{")[0]) + r"(?P<variant>cu[0-9]{2,3}|cpu|rocm[0-9.]+)", re.ASCII)
+_JAX_PLUGIN = re.compile(r"jax-(cuda[0-9]{2})-(plugin|pjrt)", re.ASCII)
+_CONDA_CUDA = ("cudatoolkit", "cuda-version", "cuda-cudart", "cuda-runtime", "pytorch-cuda")
+_CONDA_BUILD_CUDA = re.compile(r"cuda_?([0-9]{2})\.?([0-9])", re.ASCII)
+TORCH_NAMES, TF_NAMES = ("torch", "pytorch", "pytorch-gpu", "pytorch-cpu"), ("tensorflow", "tensorflow-gpu", "tensorflow-cpu")
+
+
+def _reason_dict(reason: Reason) -> dict:
+    return {"rule": reason.rule, "verdict": reason.verdict, "text": reason.text, "source": reason.source, "confidence": reason.confidence}
+
+
+def _deciding(prediction) -> Reason | None:
+    return next((r for r in prediction.reasons if r.verdict == FAIL), None) or next((r for r in prediction.reasons if r.verdict == UNCERTAIN), None)
+
+
+def _row(pin: Pin, read_as: str, prediction, notes: list[str]) -> dict:
+    deciding = _deciding(prediction)
+    return {"package": pin.name, "line": pin.line, "typed": pin.typed, "read_as": read_as, "verdict": prediction.verdict,
+            "code": prediction.code, "stage": prediction.stage, "warnings": prediction.warnings, "notes": notes,
+            "reason": deciding.text if deciding else "; ".join(r.text for r in prediction.reasons if r.verdict == PASS),
+            "reasons": [_reason_dict(r) for r in prediction.reasons]}
+
+
+def _conda_cuda(pins: list[Pin]) -> str | None:
+    """The CUDA a conda environment asks for (cudatoolkit=11.8, cuda-version=12.4, pytorch-cuda=12.1)."""
+    for pin in pins:
+        if pin.conda and pin.name in _CONDA_CUDA:
+            value = pin.version or pin.specifier.strip("=*")
+            found = re.match(r"[0-9]{1,2}(\.[0-9])?", value or "")
+            if found:
+                return found.group(0)
+    return None
+
+
+def torch_variant(pin: Pin, parsed: Parsed, conda_cuda: str | None) -> tuple[str, list[str]]:
+    """Which build of torch the file installs: its local label, the PyTorch index it names, conda's CUDA pin, else PyPI's."""
+    if pin.version and "+" in pin.version:
+        return pin.version.split("+", 1)[1], []
+    for index in [pin.index, *parsed.indexes]:
+        found = TORCH_INDEX.match(index or "")
+        if found:
+            return found["variant"], [f"torch from {index}: the {found['variant']} build"]
+    if pin.conda:
+        build = _CONDA_BUILD_CUDA.search(pin.build or "")
+        cuda = f"{build.group(1)}.{build.group(2)}" if build else conda_cuda
+        if pin.name == "pytorch-cpu" or "cpu" in (pin.build or ""):
+            return "cpu", ["conda's CPU build of pytorch"]
+        if cuda:
+            return f"cu{cuda.replace('.', '')}", [f"conda's pytorch for CUDA {cuda}, judged by the PyPI build of that CUDA (conda's own kernels may differ)"]
+    return "default", []
+
+
+def _version_words(pin: Pin, name: str) -> str:
+    if pin.version:
+        return f"{name}=={pin.version}"
+    return f"{name}{pin.specifier}" if pin.specifier else name
+
+
+def _framework_row(pin: Pin, framework_name: str, variant: str | None, where: dict, python: str | None, extra: list[str]) -> tuple[dict, object, object]:
+    question = read(_version_words(pin, framework_name), exact=True)
+    variant = variant or question.variant
+    release = release_of(question.framework, question.version, variant) if variant else question.version
+    prediction = predict_stack(question.framework, release, variant, where["cc"], where["driver"], python)
+    row = _row(pin, spec_text(question.framework, question.version, variant), prediction, question.notes + extra)
+    row["framework"] = {"framework": question.framework, "version": question.version, "variant": variant}
+    return row, question, prediction
+
+
+def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
+    """Every GPU package of the file, then the set (see the module's docstring)."""
+    pins = {pin.name: pin for pin in parsed.pins}
+    conda_cuda = _conda_cuda(parsed.pins)
+    rows, set_reasons, majors = [], [], []
+    gpu_names: set[str] = set()
+    torch = next((pins[n] for n in TORCH_NAMES if n in pins), None)
+    if torch is not None:
+        variant, notes = torch_variant(torch, parsed, conda_cuda)
+        row, question, prediction = _framework_row(torch, "torch", variant, where, python, notes)
+        rows.append(row)
+        gpu_names.add(torch.name)
+        cuda = prediction.resolved.get("cuda_runtime")
+        if cuda and variant != "cpu":
+            majors.append((f"torch {question.version} ({prediction.resolved.get('variant', variant)})", int(cuda.split(".")[0])))
+        if variant == "default" and not torch.conda:
+            set_reasons += [r for r in (pin_rule(question.version, p.name, p.version) for p in parsed.pins if p.version) if r]
+    tf = next((pins[n] for n in TF_NAMES if n in pins), None)
+    if tf is not None:
+        variant = {"tensorflow-gpu": "gpu", "tensorflow-cpu": "cpu"}.get(tf.name) or ("and-cuda" if "and-cuda" in tf.extras else None)
+        variant = variant or ("plain" if not tf.conda else "and-cuda")
+        row, question, prediction = _framework_row(tf, tf.name, variant, where, python, [])
+        rows.append(row)
+        gpu_names.add(tf.name)
+        if prediction.resolved.get("cuda_runtime") and variant == "and-cuda":
+            majors.append((f"tensorflow[and-cuda] {question.version}", int(prediction.resolved["cuda_runtime"].split(".")[0])))
+    rows += _jax_rows(pins, where, python, set_reasons, majors, gpu_names, conda_cuda)
+    rows += _cupy_rows(parsed.pins, where, python, set_reasons, majors, gpu_names, conda_cuda)
+    for pin in parsed.pins:
+        wheel = cuda_wheel(pin.name, pin.version) if not pin.conda else None
+        if pin.name == "cuda-toolkit" and pin.version:  # CUDA 13's metapackage of the toolkit's wheels
+            wheel = cuda_wheel("nvidia-cuda-runtime", pin.version)
+        if pin.conda and pin.name in _CONDA_CUDA and conda_cuda:
+            wheel = cuda_wheel("nvidia-cuda-runtime", conda_cuda + ".0")
+        if wheel is None:
+            continue
+        gpu_names.add(pin.name)
+        reason = wheel_rule(wheel, where["driver"])
+        prediction = combine([reason], {})
+        rows.append(_row(pin, f"{wheel.library}, CUDA {wheel.cuda or wheel.cuda_major or '?'}", prediction, []))
+        if wheel.cuda_major:
+            majors.append((pin.name, wheel.cuda_major))
+    mixed = majors_rule(majors)
+    set_reasons = ([mixed] if mixed else []) + set_reasons
+    return _summary(parsed, rows, set_reasons, gpu_names, where, python)
+
+
+def _jax_rows(pins: dict, where: dict, python: str | None, set_reasons: list, majors: list, gpu_names: set, conda_cuda: str | None) -> list[dict]:
+    jax = pins.get("jax") or pins.get("jaxlib")
+    plugins = [p for name, p in pins.items() if _JAX_PLUGIN.fullmatch(name)]
+    if jax is None and not plugins:
+        return []
+    gpu_names.update({"jax", "jaxlib"} & set(pins))
+    gpu_names.update(p.name for p in plugins)
+    jaxlib = pins.get("jaxlib")
+    extras = [e for e in (jax.extras if jax else ()) if e.startswith("cuda") or e == "cpu"]
+    if extras:
+        variant, notes = extras[0], []
+    elif plugins:
+        variant = _JAX_PLUGIN.fullmatch(plugins[0].name).group(1)
+        notes = [f"jax with {plugins[0].name}: the {variant} build"]
+    elif jax is not None and jax.conda and ("cuda" in (jax.build or "") or "cuda" in ((jaxlib.build if jaxlib else "") or "")):
+        variant, notes = f"cuda{(conda_cuda or '12').split('.')[0]}", ["conda's CUDA build of jaxlib"]
+    else:
+        variant, notes = "cpu", ["no CUDA plugin (jax-cuda12-plugin) and no [cuda12] extra in the file: pip installs JAX for the CPU"]
+    anchor = jax or plugins[0]
+    row, question, prediction = _framework_row(anchor, "jax", variant, where, python, notes)
+    if variant.startswith("cuda") and variant[4:6].isdigit():
+        majors.append((f"jax[{variant}]", int(variant[4:6])))
+    for plugin in plugins:
+        mismatch = jax_plugin_rule((jaxlib.version if jaxlib else None) or question.version, plugin.name, plugin.version)
+        if mismatch:
+            set_reasons.append(mismatch)
+    return [row]
+
+
+def _cupy_rows(all_pins: list[Pin], where: dict, python: str | None, set_reasons: list, majors: list, gpu_names: set, conda_cuda: str | None) -> list[dict]:
+    cupys = [p for p in all_pins if p.name == "cupy" or p.name.startswith("cupy-cuda")]
+    rows = []
+    for pin in cupys:
+        gpu_names.add(pin.name)
+        if pin.name == "cupy" and not pin.conda:
+            note = "plain cupy (pip) builds from source against the CUDA toolkit it finds; a cupy-cuda12x wheel needs none"
+            question = read(_version_words(pin, "cupy"), exact=True)
+            prediction = combine([Reason("CuPy build", UNCERTAIN, note, "https://docs.cupy.dev/en/stable/install.html")], {})
+            rows.append(_row(pin, f"cupy {question.version} (from source)", prediction, []))
+            continue
+        variant = pin.name[len("cupy-"):] if pin.name != "cupy" else f"cuda{(conda_cuda or '12').split('.')[0]}x"
+        row, _question, _prediction = _framework_row(pin, "cupy", variant, where, python,
+                                                     ["conda's cupy judged as PyPI's wheel of that CUDA"] if pin.conda else [])
+        rows.append(row)
+        found = re.fullmatch(r"cuda([0-9]{2})", variant[:6])
+        if found:
+            majors.append((pin.name, int(found.group(1))))
+    duplicate = cupy_rule([p.name for p in cupys if not p.conda])
+    if duplicate:
+        set_reasons.append(duplicate)
+    return rows
+
+
+def _summary(parsed: Parsed, rows: list[dict], set_reasons: list[Reason], gpu_names: set, where: dict, python: str | None) -> dict:
+    verdicts = [r["verdict"] for r in rows] + [r.verdict for r in set_reasons]
+    verdict = FAIL if FAIL in verdicts else UNCERTAIN if UNCERTAIN in verdicts or not rows else PASS
+    failing = [r for r in rows if r["verdict"] == FAIL] + [{"code": r.code, "stage": r.stage} for r in set_reasons if r.verdict == FAIL]
+    nearest = {}
+    for row in rows:
+        if row["verdict"] != PASS and row.get("framework"):
+            f = row["framework"]
+            nearest[row["read_as"]] = nearest_yes(f["framework"], f["version"], f["variant"], where, python)
+    notes = list(parsed.notes)
+    if not rows:
+        notes.append("the file holds none of the GPU packages gpucompat knows (torch, tensorflow, jax, cupy, CUDA's nvidia-* wheels)")
+    return {"kind": parsed.kind, "lines": parsed.lines, "packages": len(parsed.pins), "gpu_packages": len(gpu_names),
+            "target": {**where, "python": python}, "verdict": verdict, "code": failing[0]["code"] if failing else None,
+            "stage": failing[0]["stage"] if failing else None, "rows": rows, "set": [_reason_dict(r) for r in set_reasons],
+            "notes": notes, "nearest": nearest}

@@ -1,0 +1,202 @@
+"""What `explain` prints: its checks one per line, wrapped to the terminal; sources as short references [1]
+listed at the end (in full with --sources); the nearest yes with commands that are never broken; a
+requirements file's packages and a pool's GPU classes as tables that fit (terminal.FitTable).
+
+Every value is put in a rich Text, never in markup, so nothing a user or a scheduler wrote is read as markup.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markup import escape
+from rich.padding import Padding
+from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+
+from .terminal import CODE_STYLE, Col, FitTable, Step
+
+VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
+EXIT_CODES = {"pass": 0, "fail": 1, "uncertain": 3}
+
+
+class WholeLine:
+    """A line printed as it is, never wrapped or cut (print with crop=False): an install command a person copies."""
+
+    def __init__(self, text: str, indent: int = 4):
+        self.text, self.indent = text, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Segment(" " * self.indent + self.text)
+        yield Segment.line()
+
+
+class Sources:
+    """Sources numbered in the order they are cited; one number per distinct source."""
+
+    def __init__(self):
+        self.numbers: dict[str, int] = {}
+
+    def ref(self, source: str) -> str:
+        if not source:
+            return ""
+        return f" [{self.numbers.setdefault(source, len(self.numbers) + 1)}]"
+
+    def view(self, full: bool) -> list:
+        if not self.numbers:
+            return []
+        if not full:
+            return [Text("Sources (the first of each; --sources shows them in full):"), ShortSources(self.numbers)]
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, min_width=len(f"[{len(self.numbers)}]"))
+        grid.add_column(overflow="fold")
+        for source, number in self.numbers.items():
+            grid.add_row(f"[{number}]", Text(source))
+        return [Text("Sources:"), Padding(grid, (0, 0, 0, 2))]
+
+
+class ShortSources:
+    """One line per source, its first reference cut to the width with an ellipsis."""
+
+    def __init__(self, numbers: dict[str, int]):
+        self.numbers = numbers
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        for source, number in self.numbers.items():
+            line = f"  [{number}] {source.split(' ; ')[0]}"
+            yield Text(line if len(line) <= width else line[:max(width - 1, 8)] + "…", no_wrap=True, overflow="ignore")
+
+
+def verdict_text(verdict: str, code: str | None = None, stage: str | None = None) -> Text:
+    shown = verdict.upper() + (f" {code}" if code else "") + (f" at {stage}" if stage else "")
+    return Text(shown, style=VERDICT_STYLE.get(verdict, "red"))
+
+
+def gpu_text(t: dict) -> str:
+    if not t.get("gpu"):
+        return f"compute capability {t['cc']}"
+    if t.get("cc") is None:
+        return f"{t['gpu']} (compute capability unknown: the knowledge holds no such GPU name; give --cc)"
+    alias = f"pci.ids: {t['matched']}, " if (t.get("cc_source") or "").startswith("pci.ids") else ""
+    return f"{t['gpu']} ({alias}CC {t['cc']})"
+
+
+def _notes(notes: list[str]) -> list:
+    return [Text.assemble(("note: ", "dim"), note) for note in notes]
+
+
+def checks_view(reasons: list[dict], warnings: list[str], sources: Sources) -> Padding:
+    """One line per rule (wrapped with a hanging indent), its source as a reference; then the warnings."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, min_width=9)
+    grid.add_column(overflow="fold")
+    for reason in reasons:
+        grid.add_row(Text(reason["verdict"], style=VERDICT_STYLE.get(reason["verdict"], "")),
+                     Text.assemble(f"{reason['rule']}: {reason['text']}", (sources.ref(reason["source"]), "dim")))
+    for warning in warnings:
+        grid.add_row(Text("warning", style="yellow"), Text(warning))
+    return Padding(grid, (0, 0, 0, 2))
+
+
+def nearest_view(items: list[dict], where: str) -> list:
+    """The nearest yes, in its order; a stack with its pip command below it (whole), a driver with what it changes."""
+    if not items:
+        return [Text(f"Nearest yes on {where}: none that the knowledge predicts to pass")]
+    out: list = [Text(f"Nearest yes on {where}:")]
+    for item in items:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, min_width=17)
+        grid.add_column(overflow="fold")
+        if item["kind"] == "driver":
+            clean = f"; {item['clean_driver']} or newer runs it without" if item.get("clean_driver") else ""
+            how = " (under CUDA minor-version compatibility" + clean + ")" if any("minor-version" in w for w in item["warnings"]) else ""
+            grid.add_row(Text(item["label"], style="cyan"), Text(f"driver {item['driver']} or newer makes {item['spec']} pass{how}; "
+                                                                 "an administrator's change"))
+            out += [Padding(grid, (0, 0, 0, 2))]
+            continue
+        how = " (under CUDA minor-version compatibility)" if any("minor-version" in w for w in item["warnings"]) else ""
+        grid.add_row(Text(item["label"], style="cyan"), Text(f"{item['spec']} passes{how}"))
+        out += [Padding(grid, (0, 0, 0, 2)), WholeLine(item["install"]["pip"])]
+    return out
+
+
+def explain_view(result: dict, full_sources: bool = False) -> list:
+    """`explain SPEC`: notes, the verdict line, the checks, the nearest yes, the sources."""
+    t = result["target"]
+    sources = Sources()
+    head = Text.assemble(f"{result['spec']} on {gpu_text(t)}, driver {t['driver']} (CUDA {t['driver_cuda'] or '?'}): ",
+                         verdict_text(result["verdict"], result["code"], result["stage"]))
+    out = [*_notes(result.get("notes", [])), head, checks_view(result["reasons"], result["warnings"], sources)]
+    if result["verdict"] != "pass":
+        out += nearest_view(result.get("nearest", []), f"{gpu_text(t)}, driver {t['driver']}")
+    return out + sources.view(full_sources)
+
+
+def requirements_view(result: dict, full_sources: bool = False, wide: bool = False) -> list:
+    """`explain -r FILE`: the file's GPU packages (a table that fits), the rules over the set, then the nearest yes."""
+    t = result["target"]
+    sources = Sources()
+    head = Text.assemble(f"{result['file']} ({result['kind']}: {result['packages']} packages, {result['gpu_packages']} for the GPU) on "
+                         f"{gpu_text(t)}, driver {t['driver']} (CUDA {t['driver_cuda'] or '?'}): ",
+                         verdict_text(result["verdict"], result["code"], result["stage"]))
+    out = [*_notes(result["notes"]), head]
+    rows = result["rows"]
+    if rows:
+        why = [Text.assemble(r["reason"] + ("; " + "; ".join(r["notes"]) if r["notes"] else ""),
+                             (sources.ref(next((x["source"] for x in r["reasons"] if x["text"] == r["reason"]), "")), "dim")) for r in rows]
+        out.append(FitTable(f"GPU packages ({len(rows)})", [
+            Col("package", "Package", [Text(r["package"]) for r in rows], "words"),
+            Col("line", "Line", [Text(str(r["line"]) if r["line"] else "") for r in rows]),
+            Col("read_as", "Read as", [Text(r["read_as"]) for r in rows], "words", 14),
+            Col("verdict", "Verdict", [verdict_text(r["verdict"], r["code"]) for r in rows], "words"),
+            Col("why", "Why", why, "flex", 30, share=1),
+        ], [Step("line"), Step("read_as", into="package")], wide))
+    if result["set"]:
+        out += [Text("Together:"), checks_view(result["set"], [], sources)]
+    for spec, items in result["nearest"].items():
+        out += nearest_view(items, f"{gpu_text(t)}, driver {t['driver']}, instead of {spec}")
+    return out + sources.view(full_sources)
+
+
+POOL_STEPS = [Step("count"), Step("cc", into="name"), Step("observed")]
+
+
+def pool_view(result: dict, wide: bool = False) -> list:
+    """`explain SPEC --pool`: one row per GPU class, then how to ask the scheduler for the classes that pass."""
+    classes = result["classes"]
+    head = Text.assemble(f"{result['spec']} on the {len(classes)} GPU classes of {result['origin']}: ",
+                         (f"{result['passing']} of {len(classes)} pass", VERDICT_STYLE[result["verdict"]]))
+    columns = [
+        Col("name", "GPU class", [Text(c["name"] + (f" ({c['gres']})" if c["gres"] else "")) for c in classes], "words", 12),
+        Col("cc", "CC", [Text(c["cc"] or "?") for c in classes]),
+        Col("driver", "Driver", [Text(c["driver"] or "?") for c in classes], "words"),
+        Col("count", "GPUs", [Text(str(c["count"])) for c in classes]),
+        Col("verdict", "Verdict", [verdict_text(c["verdict"], c["code"]) for c in classes], "words"),
+        Col("reason", "Why", [Text(c["reason"] + ("" if c["driver_from"] == "its own" else f" (driver: {c['driver_from']})")) for c in classes],
+            "flex", 30, share=1),
+    ]
+    if any(c["observed"] for c in classes):  # the store's cells of this stack on each class
+        columns.append(Col("observed", "Observed", [Text(c["observed_summary"] or "-", style=CODE_STYLE.get((c["observed"] or [{}])[0].get("code", ""), ""))
+                                                    for c in classes], "words"))
+    table = FitTable(escape(f"GPU classes of {result['pool']}"), columns, POOL_STEPS, wide)
+    out: list = [*_notes(result.get("notes", [])), head, table]
+    requests = [c for c in classes if c["request"]]
+    if result["executor"] == "htcondor" and result.get("htcondor"):
+        out += [Text("Ask HTCondor for the classes that pass (in the submit description):")]
+        out += [WholeLine(line) for line in result["htcondor"].splitlines()]
+    elif requests:
+        what = {"slurm": "Slurm", "kubernetes": "Kubernetes (in the pod spec)"}.get(result["executor"], result["executor"])
+        out += [Text(f"Ask {what} for the classes that pass:")] + [WholeLine(c["request"]) for c in requests]
+    elif not result["passing"]:
+        out += [Text("No class of the pool is predicted to pass; `gpucompat explain SPEC --gpu NAME --driver VERSION` gives the nearest yes for one.")]
+    return out
+
+
+def view(result: dict, full_sources: bool = False, wide: bool = False) -> list:
+    """What to print for an answer of `answers.explain.ask`, by its mode."""
+    if result["mode"] == "pool":
+        return pool_view(result, wide)
+    if result["mode"] == "requirements":
+        return requirements_view(result, full_sources, wide)
+    return explain_view(result, full_sources)
