@@ -524,7 +524,7 @@ def advise(
 
     if fmt not in ("table", "conda"):
         raise UserError(f"--format {fmt[:20]!r}: write table or conda.")
-    if bool(name) == bool(framework) and (name or "") != (framework or ""):
+    if bool(name) == bool(framework) and name != framework:
         raise UserError("give the framework once: advise torch, or advise --framework torch.")
     result = run_advise(name or framework, gpu, cc, driver, python, [display_row(r) for r in Store(db, readonly=True).result_rows(None)])
     if fmt == "conda":

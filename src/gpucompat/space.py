@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -64,6 +62,9 @@ def release_versions(name: str, offline: bool = False) -> list[Version]:
     path = cache_dir() / "pypi" / f"{name}.json"
     fresh = path.exists() and time.time() - path.stat().st_mtime < CACHE_TTL_S
     if not fresh and not offline:
+        import urllib.error  # here: explain's install commands read this module, and urllib with ssl costs ~8 ms
+        import urllib.request
+
         try:
             with urllib.request.urlopen(PYPI_JSON.format(name=name), timeout=30) as response:
                 data = json.load(response)

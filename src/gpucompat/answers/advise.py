@@ -7,18 +7,17 @@ import json
 
 from packaging.version import InvalidVersion, Version
 
-from ..envs.conda import PACKAGES as conda_packages
-from ..envs.conda import advised_pin
 from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import PASS, predict_stack
-from ..space import requirements_for
 from .questions import framework_name
 from .target import where as target_of
 
 
 def install_command(framework: str, version: str, variant: str) -> str:
     """The pip command for one point of the space (uv: prefix with `uv`)."""
+    from ..space import requirements_for  # here: the version space's registries cost explain ~20 ms of imports
+
     requirements, index = requirements_for(framework, version, variant)
     if framework == "torch" and variant == "default":
         requirements, index = (f"torch=={version}",), None
@@ -30,9 +29,11 @@ def install_commands(framework: str, version: str, variant: str, cuda_runtime: s
     """Every way to install one point: pip (with the variant's index URL), uv (the same arguments), and conda
     (conda-forge's package with the CUDA pin the variant, or the CUDA it is known to bring, names; conda-forge
     may not carry every PyPI release)."""
+    from ..envs.conda import PACKAGES, advised_pin
+
     pip = install_command(framework, version, variant)
     release = version.split("+")[0]
-    package = conda_packages[framework]
+    package = PACKAGES[framework]
     spec = f"{package}={release[:-2]}" if release.endswith(".*") else (
         f"{package}={release}" if framework == "cuda-runtime" else f"{package}=={release}")
     pin = advised_pin(framework, release.removesuffix(".*"), variant, cuda_runtime)

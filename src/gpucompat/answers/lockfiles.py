@@ -283,6 +283,9 @@ def _conda_item(item: str, number: int, where: str, parsed: Parsed) -> None:
     if spec is None:
         raise UserError(f"{where}, line {number}: {item[:60]!r} is not a conda package spec like pytorch=2.4.1 or cuda-version=12.4.")
     rest = spec["rest"]
+    value = re.sub(r"^[<>=!~]+", "", rest)
+    if rest and not (value[:1].isdigit() or value[:1] == "*"):
+        raise UserError(f"{where}, line {number}: {item[:60]!r} is not a conda package spec like pytorch=2.4.1 or cuda-version=12.4.")
     version = build = None
     specifier = ""
     if rest.startswith("=="):
@@ -295,6 +298,8 @@ def _conda_item(item: str, number: int, where: str, parsed: Parsed) -> None:
             specifier, version = f"=={version}.*", None
     elif rest:
         specifier = rest
+    if (version and not version[0].isdigit()) or (specifier and not re.fullmatch(r"[<>=!~,|.*0-9A-Za-z+_-]+", specifier)):
+        raise UserError(f"{where}, line {number}: {item[:60]!r} is not a conda package spec like pytorch=2.4.1 or cuda-version=12.4.")
     parsed.pins.append(Pin(normalize(spec["name"]), item, number, version=version or None, specifier=specifier, conda=True,
                            build=build or None, index=spec["channel"]))
 

@@ -12,7 +12,6 @@ from packaging.version import Version
 
 from ..knowledge import tables
 from ..knowledge.rules import PASS, Prediction, predict_stack
-from .advise import advise, install_commands
 from .questions import gpu_variants, known_releases, spec_text
 
 MINOR_COMPAT = "minor-version compatibility"
@@ -53,6 +52,8 @@ def _exact(framework: str, version: str, variant: str) -> str:
 
 
 def _item(kind: str, label: str, framework: str, version: str, variant: str, prediction: Prediction) -> dict:
+    from .advise import install_commands  # only after a no: the install commands' imports cost a passing answer nothing
+
     spec = spec_text(framework, version, variant)
     return {"kind": kind, "label": label, "spec": spec, "framework": framework, "version": version, "variant": variant,
             "verdict": prediction.verdict, "warnings": prediction.warnings,
@@ -89,6 +90,8 @@ def oldest_driver(framework: str, release: str, variant: str, cc: str | None, dr
 
 def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
     """What would work on the same GPU and driver, in the order people try it (see the module's docstring)."""
+    from .advise import advise
+
     cc, driver = where["cc"], where["driver"]
     found = []
     for other in other_variants(framework, version, variant):

@@ -9,6 +9,7 @@ HTCondor's request_GPUs with require_gpus, a Kubernetes nodeSelector on GPU Feat
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from ..errors import UserError
@@ -45,10 +46,10 @@ def class_driver(target: Target, assumed: str | None) -> tuple[str | None, str]:
     if target.driver:
         return target.driver, "its own"
     if target.cuda_driver and (row := tables.cuda_row(target.cuda_driver)):
-        return row["toolkit_driver_min"], f"the oldest driver of CUDA {target.cuda_driver}, which it advertises"
+        return row["toolkit_driver_min"], f"at least, for the CUDA {target.cuda_driver} it advertises"
     if assumed:
-        return assumed, "--driver (the pool does not say)"
-    return None, "not known (give --driver to assume one)"
+        return assumed, "assumed: --driver"
+    return None, "not reported by the pool: give --driver to assume one"
 
 
 def observed_cells(rows: list[dict], framework: str, version: str | None, gpu: str | None, cc: str | None) -> list[dict]:
@@ -65,7 +66,7 @@ def scheduler_request(executor: str, target: Target) -> str | None:
     if executor == "slurm":
         from ..executors.slurm import request_args
 
-        return "sbatch " + " ".join(request_args(target))
+        return shlex.join(["sbatch", *request_args(target)])  # a line to paste: --constraint=a&b is quoted
     if executor == "kubernetes":
         from ..executors.kubernetes.manifest import node_selector
 

@@ -77,6 +77,8 @@ def spec_text(framework: str, version: str, variant: str) -> str:
 
 def framework_name(text: str) -> tuple[str, str | None, list[str]]:
     """A framework as people name it -> (framework, the variant the name implies, notes)."""
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f"give a framework: {', '.join(FRAMEWORKS)} (e.g. gpucompat advise torch).")
     name = text.strip().lower().replace("_", "-")
     if name in FRAMEWORKS:
         return name, None, []
@@ -147,7 +149,11 @@ def _split_words(words: list[str]) -> str:
 def read(words: list[str] | str, exact: bool = False) -> Question:
     """The words of a question -> the stack it asks about; `variant` None where a GPU build is still to be chosen.
     `exact`: ==2.4 means 2.4.0, as pip reads a requirements file (a question means the newest 2.4.x)."""
-    text = _split_words(words.split() if isinstance(words, str) else list(words))
+    raw = [words] if isinstance(words, str) else list(words)
+    if any(CONTROL_CHARACTERS.search(w.strip(" ")) for w in raw):  # a newline or an escape is no part of a spec
+        shown = " ".join(raw)
+        raise UserError(f"{shown[:60]!r} is not a stack spec; write e.g. torch==2.4.1, 'torch 2.4', jax[cuda12]==0.4.30 or cuda-runtime==12.4.")
+    text = _split_words(" ".join(raw).split())
     if len(text) > MAX_SPEC_CHARS:
         raise UserError(f"the stack spec is {len(text)} characters long; a spec like torch==2.4.1 needs at most {MAX_SPEC_CHARS}.")
     found = _REQUIREMENT.fullmatch(text)

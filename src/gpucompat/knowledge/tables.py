@@ -35,6 +35,7 @@ def version(text: str | None) -> Version | None:
         return None
 
 
+@lru_cache(maxsize=4096)
 def minor_series(text: str) -> str:
     """'2.4.1+cu121' -> '2.4'."""
     return ".".join(text.split("+")[0].split(".")[:2])
@@ -49,6 +50,7 @@ def gpu(name: str) -> dict | None:
 
 # -- drivers and CUDA ------------------------------------------------------------------------
 
+@lru_cache(maxsize=1024)  # the nearest yes and a pool ask it for the same few drivers many times
 def driver_cuda(driver: str, trusted_only: bool = False) -> dict | None:
     """The newest CUDA whose toolkit driver minimum this driver meets (the row); with
     trusted_only, among rows whose confidence is not low."""

@@ -150,7 +150,7 @@ def requirements_view(result: dict, full_sources: bool = False, wide: bool = Fal
             Col("line", "Line", [Text(str(r["line"]) if r["line"] else "") for r in rows]),
             Col("read_as", "Read as", [Text(r["read_as"]) for r in rows], "words", 14),
             Col("verdict", "Verdict", [verdict_text(r["verdict"], r["code"]) for r in rows], "words"),
-            Col("why", "Why", why, "flex", 30, share=1),
+            Col("why", "Why", why, "flex", 30, share=0.4),
         ], [Step("line"), Step("read_as", into="package")], wide))
     if result["set"]:
         out += [Text("Together:"), checks_view(result["set"], [], sources)]
@@ -170,11 +170,12 @@ def pool_view(result: dict, wide: bool = False) -> list:
     columns = [
         Col("name", "GPU class", [Text(c["name"] + (f" ({c['gres']})" if c["gres"] else "")) for c in classes], "words", 12),
         Col("cc", "CC", [Text(c["cc"] or "?") for c in classes]),
-        Col("driver", "Driver", [Text(c["driver"] or "?") for c in classes], "words"),
+        Col("driver", "Driver", [Text((c["driver"] or "?") + ("" if c["driver_from"] == "its own" or not c["driver"] else f" ({c['driver_from']})"))
+                                 for c in classes], "words"),
         Col("count", "GPUs", [Text(str(c["count"])) for c in classes]),
         Col("verdict", "Verdict", [verdict_text(c["verdict"], c["code"]) for c in classes], "words"),
-        Col("reason", "Why", [Text(c["reason"] + ("" if c["driver_from"] == "its own" else f" (driver: {c['driver_from']})")) for c in classes],
-            "flex", 30, share=1),
+        Col("reason", "Why", [Text(c["reason"] + (f"; the driver is {c['driver_from']}" if not c["driver"] else "")) for c in classes],
+            "flex", 30, share=0.35),
     ]
     if any(c["observed"] for c in classes):  # the store's cells of this stack on each class
         columns.append(Col("observed", "Observed", [Text(c["observed_summary"] or "-", style=CODE_STYLE.get((c["observed"] or [{}])[0].get("code", ""), ""))
