@@ -262,7 +262,7 @@ dependencies:
     env = judge(lockfiles.load(str(conda)), target("V100", None, "470.82.01"), None)
     rows = {r["package"]: r for r in env["rows"]}
     assert rows["pytorch"]["read_as"] == "torch==2.4.1+cu121" and rows["pytorch"]["code"] == "DRIVER_TOO_OLD"
-    assert rows["cupy-cuda12x"]["line"] == 11 and rows["pytorch-cuda"]["read_as"] == "the CUDA runtime (libcudart), CUDA 12.1"
+    assert rows["cupy-cuda12x"]["line"] == 11 and rows["pytorch-cuda"]["read_as"] == "conda's CUDA pin, CUDA 12.1"
 
 
 def test_pip_freeze_on_stdin(tmp_path):
@@ -272,6 +272,20 @@ def test_pip_freeze_on_stdin(tmp_path):
     data = json.loads(proc.stdout)
     assert data["file"] == "standard input" and data["verdict"] == "pass"
     assert [r["read_as"] for r in data["rows"]] == ["torch==2.4.1+cu118", "cuDNN, CUDA 11"]
+
+
+def test_a_real_gpu_nodes_pip_freeze_cuda_13_wheels_without_their_suffix():
+    """pip freeze of an H100 node (docs/evidence/answers-h100): torch 2.11 with cuda-toolkit 13.0.2, whose wheels carry no
+    -cu13 suffix and partly their own versions (nvidia-cufft 12.0.0.61); on its own driver all pass, on R535 none can."""
+    freeze = lockfiles.load(str(REPO / "docs" / "evidence" / "answers-h100" / "pip-freeze.txt"))
+    here = judge(freeze, target("NVIDIA H100 80GB HBM3", None, "580.159.04"), None)
+    assert (here["verdict"], here["set"], here["packages"]) == ("pass", [], 197)
+    rows = {r["package"]: r for r in here["rows"]}
+    assert rows["nvidia-cufft"]["read_as"] == "cuFFT, CUDA 13" and rows["cuda-toolkit"]["read_as"] == "the CUDA toolkit's wheels, CUDA 13.0"
+    assert rows["torch"]["read_as"] == "torch==2.11.0" and rows["jax"]["read_as"] == "jax[cuda13]==0.11.2"
+    older = judge(freeze, target("NVIDIA H100 80GB HBM3", None, "535.104.05"), None)
+    assert (older["verdict"], older["code"]) == ("fail", "DRIVER_TOO_OLD")
+    assert older["nearest"]["torch==2.11.0"][0]["spec"] == "torch==2.11.0+cu128"  # the same release for CUDA 12
 
 
 def test_requirements_files_as_pip_writes_them(tmp_path):

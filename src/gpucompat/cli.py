@@ -323,7 +323,6 @@ def explain(
     """Predict, offline and in a fraction of a second, whether a stack (or a requirements file) works on a GPU and driver,
     or on every GPU class of a site, and why; after a no, the nearest yes."""
     from .answers.explain import ask
-    from .report.answers import EXIT_CODES, view
 
     rows = None
     if pool is not None:  # the cells a store observed, per class
@@ -335,10 +334,12 @@ def explain(
     if json_out:
         _print_json(result)
     else:
+        from .report.answers import view
+
         for item in view(result, sources, wide):
             out.print(item, crop=False)  # each fits the width; install commands are whole lines, never cut
-    if exit_code:
-        raise typer.Exit(EXIT_CODES[result["verdict"]])
+    if exit_code:  # 0 pass, 1 fail, 3 uncertain (an internal error, also 3, prints "internal error:" on stderr and no answer)
+        raise typer.Exit({"pass": 0, "fail": 1, "uncertain": 3}[result["verdict"]])
 
 
 @app.command()

@@ -10,9 +10,10 @@ jaxlib's version, one CuPy package). A framework that fails or is uncertain gets
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from ..knowledge.rules import FAIL, PASS, UNCERTAIN, Reason, combine, predict_stack
-from ..knowledge.wheels import cuda_wheel, cupy_rule, jax_plugin_rule, majors_rule, pin_rule, wheel_rule
+from ..knowledge.wheels import cuda_wheel, cupy_rule, in_toolkit, jax_plugin_rule, majors_rule, pin_rule, wheel_rule
 from ..space import PYTORCH_INDEX
 from .lockfiles import Parsed, Pin
 from .nearest import nearest_yes, release_of
@@ -114,14 +115,17 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
             majors.append((f"tensorflow[and-cuda] {question.version}", int(prediction.resolved["cuda_runtime"].split(".")[0])))
     rows += _jax_rows(pins, where, python, set_reasons, majors, gpu_names, conda_cuda)
     rows += _cupy_rows(parsed.pins, where, python, set_reasons, majors, gpu_names, conda_cuda)
+    found = []
     for pin in parsed.pins:
         wheel = cuda_wheel(pin.name, pin.version) if not pin.conda else None
         if pin.name == "cuda-toolkit" and pin.version:  # CUDA 13's metapackage of the toolkit's wheels
-            wheel = cuda_wheel("nvidia-cuda-runtime", pin.version)
+            wheel = replace(cuda_wheel("nvidia-cuda-runtime", pin.version), package=pin.name, library="the CUDA toolkit's wheels")
         if pin.conda and pin.name in _CONDA_CUDA and conda_cuda:
-            wheel = cuda_wheel("nvidia-cuda-runtime", conda_cuda + ".0")
-        if wheel is None:
-            continue
+            wheel = replace(cuda_wheel("nvidia-cuda-runtime", conda_cuda + ".0"), package=pin.name, library="conda's CUDA pin")
+        if wheel is not None:
+            found.append((pin, wheel))
+    toolkit = next((w.cuda for p, w in found if p.name == "cuda-toolkit"), None)
+    for (pin, _), wheel in zip(found, in_toolkit([w for _, w in found], toolkit)):
         gpu_names.add(pin.name)
         reason = wheel_rule(wheel, where["driver"])
         prediction = combine([reason], {})

@@ -64,7 +64,7 @@ def wheel_rule(wheel: CudaWheel, driver: str | None) -> Reason:
     name = f"{wheel.library} ({wheel.package})"
     if wheel.cuda_major is None:
         return Reason(name, UNCERTAIN, f"{wheel.package} {wheel.version or ''} does not say which CUDA it is built for".replace("  ", " "), wheel.source)
-    if wheel.cuda and wheel.library.startswith("the CUDA runtime"):
+    if wheel.cuda:  # a version that is CUDA's own (the runtime, NVRTC, cuda-toolkit): judged by its minor, as a runtime is
         judged = driver_rule(wheel.cuda, driver)
         return Reason(name, judged.verdict, judged.text, judged.source or wheel.source, judged.code, judged.stage, judged.warning, judged.confidence)
     judged = driver_rule(f"{wheel.cuda_major}.0", driver)
@@ -74,6 +74,21 @@ def wheel_rule(wheel: CudaWheel, driver: str | None) -> Reason:
         text = f"built for CUDA {wheel.cuda_major}.x: " + judged.text.replace(f"CUDA runtime {wheel.cuda_major}.0 is", f"CUDA {wheel.cuda_major} is")
     return Reason(name, judged.verdict, text, f"{wheel.source} ; {judged.source}" if judged.source else wheel.source,
                   judged.code, judged.stage, None, judged.confidence)
+
+
+def in_toolkit(wheels: list[CudaWheel], toolkit: str | None) -> list[CudaWheel]:
+    """CUDA 13's wheels have no -cuXX suffix, and some keep their own version numbers (nvidia-cufft 12.0.0.61 is CUDA
+    13.0's): such a wheel belongs to the CUDA that the set's cuda-toolkit metapackage, or its CUDA-versioned wheels, name."""
+    unsuffixed = [w for w in wheels if not ((found := NVIDIA_WHEEL.fullmatch(w.package)) and found.group("major"))]
+    majors = {w.cuda_major for w in unsuffixed if w.cuda_major}
+    if toolkit:
+        majors = {int(toolkit.split(".")[0])}
+    if len(majors) != 1:
+        return wheels
+    major = majors.pop()
+    return [w if w.cuda_major else CudaWheel(w.package, w.version, w.library, major, None,
+                                             f"{w.source} ; without a -cuXX suffix it is the CUDA {major} toolkit's this set installs")
+            for w in wheels]
 
 
 # -- torch's own pins ------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from rich.text import Text
 from .terminal import CODE_STYLE, Col, FitTable, Step
 
 VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
-EXIT_CODES = {"pass": 0, "fail": 1, "uncertain": 3}
 
 
 class WholeLine:
