@@ -62,8 +62,10 @@ def test_submit_descriptions_and_dag_read_back_with_the_bindings(tmp_path):
     # a relative executable is relative to condor_submit's directory (DAGMan's), never initialdir
     assert torch_job["executable"] == str(tmp_path / "cell-1" / "run.sh") and Path(torch_job["executable"]).is_file()
     assert torch_job["log"] == str(tmp_path / "cell-1" / "job.log") and torch_job["initialdir"] == str(tmp_path / "cell-1")
-    assert torch_job["transfer_input_files"] == "probe.pyz, install.sh, requirements.txt"
-    assert current_job["transfer_input_files"] == "probe.pyz"
+    # the sweep's one probe.pyz, transferred into each job's scratch directory (where run.sh runs it as probe.pyz)
+    assert torch_job["transfer_input_files"] == f"{tmp_path / 'probe.pyz'}, install.sh, requirements.txt"
+    assert current_job["transfer_input_files"] == str(tmp_path / "probe.pyz") and (tmp_path / "probe.pyz").is_file()
+    assert not (tmp_path / "cell-1" / "probe.pyz").exists()
     dag = [line.split() for line in (tmp_path / DAG_FILE).read_text().splitlines() if line and not line.startswith("#")]
     assert dag == [["JOB", "cell1:0", "cell1.sub"], ["SCRIPT", "POST", "cell1:0", str(tmp_path / "cell-1" / "post.sh"), "$RETURN"],
                    ["JOB", "cell2:0", "cell2.sub"], ["SCRIPT", "POST", "cell2:0", str(tmp_path / "cell-2" / "post.sh"), "$RETURN"]]
@@ -405,6 +407,7 @@ def test_a_dag_submitted_through_the_bindings_then_collected(isolated, monkeypat
     fakes.mkdir(parents=True)
     (fakes / "__init__.py").write_text("import time\ntime.sleep(300)\n")
     a100 = cells["NVIDIA A100-SXM4-80GB"]
+    (a100 / "probe.pyz").write_bytes((workdir / "probe.pyz").read_bytes())  # transfer_input_files: the sweep's one probe
     node = subprocess.run(["bash", "run.sh"], cwd=a100, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(fakes.parent), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert node.returncode == -14  # as HTCondor records it: "(0) Abnormal termination (signal 14)"; DAGMan's $RETURN is -14

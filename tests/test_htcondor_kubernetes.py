@@ -117,7 +117,8 @@ def test_htcondor_dag_and_submit_files_parse_with_the_bindings(isolated):
         assert submit["periodic_remove"].startswith("((JobStatus == 1) && (time() - QDate) > 21600) || ((JobStatus == 5) && ")
         assert submit["require_gpus"] in ("Capability == 8.0", "Capability == 6.1")  # declared classes: by capability
         cell = Path(submit["initialdir"])
-        assert {"run.sh", "probe.pyz", "install.sh", "post.sh"} <= {p.name for p in cell.iterdir()}
+        assert {"run.sh", "install.sh", "post.sh"} <= {p.name for p in cell.iterdir()}
+        assert submit["transfer_input_files"].split(", ")[0] == str(out.resolve() / "probe.pyz")  # the sweep's one probe
 
 
 def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
@@ -131,6 +132,7 @@ def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
     htcondor2.Submit.from_dag(str(cells[0].parent / "sweep.dag"), {"DagmanPath": "/bin/true"})
     # play the execute node and DAGMan for the first cell: its job script, then its POST script
     first = cells[0]
+    (first / "probe.pyz").write_bytes((first.parent / "probe.pyz").read_bytes())  # transfer_input_files: the sweep's one probe
     node_path = f"{Path(uv_bin()).parent}:{os.environ['PATH']}"  # an execute node with uv on its PATH
     job = subprocess.run(["bash", "run.sh"], cwd=first, capture_output=True, text=True, timeout=300, env={**os.environ, "PATH": node_path})
     subprocess.run([str(first / "post.sh"), str(job.returncode)], check=True)

@@ -2,7 +2,8 @@
 
 Nothing is installed into the image and the image is never modified: the install step only
 pulls it (or checks that it is there), and the probe runs as the image's own `python3` with
-the job directory bind-mounted at the same path (probe.pyz in, result.json out).
+the job directory bind-mounted at the same path (result.json out), and probe.pyz with it: the job
+directory's own copy, or the sweep's one probe.pyz bound read-only at its own path.
 
 The runtime is the stack's `runtime`, else the first of RUNTIMES that can run the image and is
 on the PATH where the job runs: run.sh and install.sh choose it on the node (`command -v`), so
@@ -82,16 +83,19 @@ def _run_image(runtime: str, image: str, env_dir: str) -> str:
     return oci_name(image)
 
 
-def run_words(runtime: str, image: str, env_dir: str) -> list[str]:
+def run_words(runtime: str, image: str, env_dir: str, bind_probe: bool = False) -> list[str]:
     """The command that runs `python3` in the image with a GPU, each item one shell word. The items in
     EXPANDED are the job shell's own expansions (the job directory, the uid), written as they are;
-    everything else is quoted by the caller. The job directory is bound at its own path."""
+    everything else is quoted by the caller. The job directory is bound at its own path, and with
+    `bind_probe` the file "$probe" (the sweep's probe.pyz, outside the job directory) read-only at its own."""
     name = _name(runtime)
     target = _run_image(runtime, image, env_dir)
     if name in SIF_RUNTIMES:
         # the host's environment passes through (CUDA_VISIBLE_DEVICES among it); no $HOME: the image as it is
-        return [runtime, "exec", "--nv", "--no-home", "--bind", '"$PWD"', "--pwd", '"$PWD"', target, "python3"]
-    words = [runtime, "run", "--rm", "--network=none", "--ipc=host", "-v", '"$PWD:$PWD"', "-w", '"$PWD"',
+        probe = ["--bind", '"$probe:$probe:ro"'] if bind_probe else []
+        return [runtime, "exec", "--nv", "--no-home", "--bind", '"$PWD"', *probe, "--pwd", '"$PWD"', target, "python3"]
+    words = [runtime, "run", "--rm", "--network=none", "--ipc=host", "-v", '"$PWD:$PWD"',
+             *(["-v", '"$probe:$probe:ro"'] if bind_probe else []), "-w", '"$PWD"',
              "-e", "CUDA_VISIBLE_DEVICES", "-e", "GPUCOMPAT_TELEMETRY"]
     if name == "podman":
         words += ["--device", "nvidia.com/gpu=all"]  # CDI: the NVIDIA Container Toolkit's generated spec
@@ -102,7 +106,7 @@ def run_words(runtime: str, image: str, env_dir: str) -> list[str]:
 
 
 # The words of ours that the job's shell must expand (the job directory, the user's ids): written as they are.
-EXPANDED = frozenset({'"$PWD"', '"$PWD:$PWD"', '"$(id -u):$(id -g)"'})
+EXPANDED = frozenset({'"$PWD"', '"$PWD:$PWD"', '"$(id -u):$(id -g)"', '"$probe"', '"$probe:$probe:ro"'})
 
 
 def _shell(words: list[str]) -> str:
@@ -121,16 +125,24 @@ def _no_runtime(candidates: tuple[str, ...]) -> str:
     return f'*) echo {shell_word(f"{NO_RUNTIME} ({wanted}) on the PATH")}" of node $(hostname)" >&2; exit 127 ;;\n'
 
 
-def probe_command(resolved: ResolvedStack, env_dir: str, probe_args: str, runtime: str | None = None, redirect: str = "") -> str:
+def probe_command(resolved: ResolvedStack, env_dir: str, probe_args: str, runtime: str | None = None, redirect: str = "",
+                  probe: str = PROBE_FILE) -> str:
     """The lines of run.sh that start the probe in the image: `exec <runtime ...> python3 probe.pyz ARGS`.
-    `runtime`: decided on the submit side (the local executor), else chosen on the node."""
+    `runtime`: decided on the submit side (the local executor), else chosen on the node. `probe`: probe.pyz
+    relative to the job directory; one outside it (the sweep's, ../probe.pyz) is bound into the container too."""
     stack = resolved.stack
     candidates = (runtime,) if runtime else runtimes_for(stack.image or "", stack.runtime)
     suffix = f" {redirect}" if redirect else ""
     lines = [_pick(candidates), 'case "$runtime" in\n']
+    outside = probe != PROBE_FILE
+    shown = PROBE_FILE
+    if outside:  # its absolute path, as the container sees it at the same place
+        folder, name = probe.rsplit("/", 1) if "/" in probe else (".", probe)
+        lines.insert(0, f'probe="$(cd {shell_word(folder)} && pwd)"/{shell_word(name)}\n')
+        shown = '"$probe"'
     for candidate in candidates:
-        lines.append(f"  {shell_word(candidate)}) exec {_shell(run_words(candidate, stack.image or '', env_dir))} "
-                     f"{PROBE_FILE} {probe_args}{suffix} ;;\n")
+        lines.append(f"  {shell_word(candidate)}) exec {_shell(run_words(candidate, stack.image or '', env_dir, outside))} "
+                     f"{shown} {probe_args}{suffix} ;;\n")
     lines.append("  " + _no_runtime(candidates))
     lines.append("esac\n")
     return "".join(lines)

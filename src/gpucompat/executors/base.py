@@ -18,6 +18,8 @@ from ..quoting import shell_word
 WAITING, INSTALLING, RUNNING, DONE = "waiting", "installing", "running", "done"
 # The file an install script writes into an environment once it is complete (local and Slurm reuse such ones).
 READY_MARKER = ".gpucompat-ready"
+# How a cell's script names the sweep's one probe.pyz: it runs in its cell directory, under the work directory.
+SHARED_PROBE = f"../{PROBE_FILE}"
 
 
 @dataclass
@@ -74,13 +76,29 @@ class Executor(Protocol):
     def cancel(self, jobs: list[JobDir]) -> None: ...
 
 
+def sweep_probe(workdir: Path) -> Path:
+    """The sweep's one probe.pyz (with the DDP worker the bench's scaling runs start, `ddp-worker`), in its work
+    directory, where every cell's script points (SHARED_PROBE): written once per sweep, never once per cell. One
+    left by another gpucompat is replaced by a rename, so a job still running from it keeps reading the old file."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path, data = workdir / PROBE_FILE, probe_pyz().read_bytes()
+    try:
+        if path.read_bytes() == data:
+            return path
+    except OSError:
+        pass
+    partial = workdir / f".{PROBE_FILE}.{os.getpid()}"
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return path
+
+
 def new_job_dir(cell: Cell, workdir: Path, **facts) -> Path:
-    """A clean directory for one cell (a resumed cell starts over) with the probe and job.json."""
+    """A clean directory for one cell (a resumed cell starts over) with its job.json; the probe is the sweep's (sweep_probe)."""
     path = workdir / f"cell-{cell.id}"
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
-    shutil.copyfile(probe_pyz(), path / PROBE_FILE)  # with the DDP worker the bench's scaling runs start (`ddp-worker`)
     record = {"cell": cell.id, "stack": asdict(cell.stack), "target": asdict(cell.target), "pins": list(cell.resolved.pins), **facts}
     (path / "job.json").write_text(json.dumps(record, indent=1))
     from .. import envs
@@ -108,14 +126,16 @@ def probe_arguments(framework: str, timeouts: Timeouts, bench: BenchSpec | None,
 
 
 def probe_command(cell: Cell, interpreter: str, env_dir: str, probe_args: str, runtime: str | None = None,
-                  redirect: str = "") -> str:
+                  redirect: str = "", probe: str = PROBE_FILE) -> str:
     """The line(s) of a job script that start the probe, the same for every executor: `exec <interpreter>
-    probe.pyz ARGS`, or for a container stack the runtime running the image's python3 (envs.container)."""
+    probe.pyz ARGS`, or for a container stack the runtime running the image's python3 (envs.container).
+    `probe`: where the script finds probe.pyz, relative to the cell directory (SHARED_PROBE where the
+    cells share the work directory's one; probe.pyz where the scheduler puts a copy beside the job)."""
     if cell.stack.env == "container":
         from ..envs import container
 
-        return container.probe_command(cell.resolved, env_dir, probe_args, runtime, redirect)
-    return f"exec {shell_word(interpreter)} {PROBE_FILE} {probe_args}" + (f" {redirect}" if redirect else "") + "\n"
+        return container.probe_command(cell.resolved, env_dir, probe_args, runtime, redirect, probe)
+    return f"exec {shell_word(interpreter)} {shell_word(probe)} {probe_args}" + (f" {redirect}" if redirect else "") + "\n"
 
 
 def tail(path: Path, limit: int = 6000) -> str:

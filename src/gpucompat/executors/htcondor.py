@@ -28,7 +28,7 @@ from ..errors import UserError
 from ..knowledge.tables import compat_floor, minor_series, version
 from ..model import PROBE_STAGES, Cell, Observation, Target
 from ..quoting import classad_string, condor_path, shell_comment, shell_word
-from .base import DONE, PROBE_FILE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
+from .base import DONE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, sweep_probe, tail
 
 DAG_FILE = "sweep.dag"
 SUBMIT_FAILED = "submit-failed.txt"  # written when the bindings could not submit; see prepare()
@@ -302,6 +302,8 @@ class HTCondorExecutor:
         requests = request_values(self.requests)
         dag = htcondor2.dags.DAG()
         jobs = []
+        # one probe.pyz for the sweep: HTCondor transfers it from there into each job's scratch directory
+        probe = condor_path(sweep_probe(workdir)) if cells else ""
         for cell in cells:
             path = new_job_dir(cell, workdir)
             provider = envs.provider(cell.stack.env)
@@ -313,7 +315,7 @@ class HTCondorExecutor:
                 (path / "requirements.txt").write_text(provider.requirements_text(cell.resolved))
             probe_args = probe_arguments(cell.stack.framework, self.timeouts, self.bench)
             (path / "run.sh").write_text(job_script(cell, probe_args, self.timeouts.install, bool(script), self.wheelhouse))
-            inputs = [PROBE_FILE] + (["install.sh", "requirements.txt"] if script else [])
+            inputs = [probe] + (["install.sh", "requirements.txt"] if script else [])
             description = {
                 "universe": "vanilla",
                 "executable": condor_path(path / "run.sh"),  # a relative executable is relative to condor_submit's directory, not initialdir

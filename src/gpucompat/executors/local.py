@@ -30,7 +30,8 @@ from ..envs.uv import uv_bin
 from ..model import Cell, Observation
 from ..paths import cache_dir
 from ..quoting import shell_comment
-from .base import DONE, INSTALLING, READY_MARKER, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
+from .base import (DONE, INSTALLING, READY_MARKER, RUNNING, SHARED_PROBE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments,
+                   probe_command, sweep_probe, tail)
 
 POLL_S = 0.05
 
@@ -115,6 +116,8 @@ class LocalExecutor:
 
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         jobs = []
+        if cells:
+            sweep_probe(workdir)  # one probe.pyz for the sweep, which every run.sh points at
         for cell in cells:
             env_dir = self.env_root / cell.resolved.env_key
             interpreter = envs.provider(cell.stack.env).interpreter(cell.resolved, env_dir)
@@ -128,7 +131,7 @@ class LocalExecutor:
                 # Podman/Docker container, which outlives its killed client, the probe arms them as well
                 probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench,
                                                                                stage_timeouts=cell.stack.env == "container"),
-                              _runtime(cell))]))
+                              _runtime(cell), probe=SHARED_PROBE)]))
             (path / "run.sh").chmod(0o755)
             jobs.append(JobDir(cell, path, env_dir, interpreter))
         return jobs

@@ -33,7 +33,8 @@ from ..errors import UserError
 from ..model import BenchSpec, Cell, Observation, Target
 from ..paths import cache_dir
 from ..quoting import sbatch_directive, shell_comment, shell_word, slurm_name
-from .base import DONE, READY_MARKER, RUNNING, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command, tail
+from .base import (DONE, READY_MARKER, RUNNING, SHARED_PROBE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments, probe_command,
+                   sweep_probe, tail)
 
 # Job states in which a task is still Slurm's (squeue(1) JOB STATE CODES); any other state, or
 # none, means it ended. Requeued and held tasks come back to PENDING.
@@ -197,6 +198,8 @@ class SlurmExecutor:
 
     def prepare(self, cells: list[Cell], workdir: Path) -> list[JobDir]:
         workdir.mkdir(parents=True, exist_ok=True)
+        if cells:
+            sweep_probe(workdir)  # one probe.pyz for the sweep (on the filesystem the nodes share), which every run.sh points at
         jobs, groups = [], {}
         self._arrays = []
         adopted = self.adoptable(cells, workdir)
@@ -247,7 +250,7 @@ class SlurmExecutor:
                     ]
             # a container stack's runtime is chosen on the node, from what its PATH has
             probe = probe_command(cell, interpreter, str(env_dir), probe_arguments(cell.stack.framework, self.timeouts, self.bench),
-                                  redirect="> stdout.log 2> stderr.log")
+                                  redirect="> stdout.log 2> stderr.log", probe=SHARED_PROBE)
             (path / "run.sh").write_text("\n".join(lines) + "\n" + probe)
             job = JobDir(cell, path, env_dir, interpreter)
             jobs.append(job)
