@@ -8,6 +8,7 @@ them); 130 interrupted (a sweep can be finished with --resume).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -56,7 +57,7 @@ def guarded(command):
             err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from None
         except KeyboardInterrupt:
-            err.print("interrupted; finished cells are stored (`gpucompat sweep --resume ID` completes the sweep)")
+            err.print("interrupted; what finished is stored (`gpucompat results --list` shows it)")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except typer.Exit:
             raise
@@ -66,6 +67,16 @@ def guarded(command):
             err.print(f"[red]internal error:[/] {escape(repr(exc))} — this is a gpucompat bug; rerun with GPUCOMPAT_DEBUG=1 for details", soft_wrap=True)
             raise typer.Exit(EXIT_INTERNAL) from None
     return wrapper
+
+
+@contextlib.contextmanager
+def _interrupted_says(sentence: str):
+    """Ctrl-C inside: this sentence (what is stored and how to go on), exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print(escape(sentence), highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _print_json(value) -> None:
@@ -145,7 +156,8 @@ def sweep(
     share: Optional[int] = typer.Option(None, "--share", min=2, max=16, help="With the bench: also N processes sharing one GPU at once, against one alone."),
     executor: Optional[str] = typer.Option(None, help="Override the plan's executor (local, slurm, htcondor, kubernetes)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Write every file a real run would submit into --out, submit nothing."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run: new or empty."),
+    force: bool = typer.Option(False, "--force", help="With --dry-run: write into an --out directory that already holds files."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
     wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
@@ -159,15 +171,22 @@ def sweep(
     if resume is not None:
         if plan is not None:
             raise UserError("give either a plan file or --resume ID, not both.")
+        if workdir is not None:
+            check_path(workdir, "--workdir")
         store = Store(db)
         store.sweep(resume)  # a clear error if there is no such sweep
         sweep_id = resume
+        lock = pipeline.SweepLock(store, sweep_id)  # before anything else: another gpucompat may be running it
+        if workdir is not None:
+            pipeline.resume_in(store, sweep_id, workdir)
     else:
         if plan is None:
             raise UserError("give a plan file (e.g. examples/plans/quick.toml) or --resume ID.")
         for path, what in ((wheelhouse, "--wheelhouse"), (workdir, "--workdir"), (out_dir, "--out")):
             if path is not None:
                 check_path(path, what)
+                if path is not wheelhouse:
+                    pipeline.check_directory(path, what)
         if wheelhouse is not None:
             check_wheelhouse(wheelhouse)
         spec, text = load_plan(plan)
@@ -180,18 +199,22 @@ def sweep(
         if dry_run:
             if out_dir is None:
                 raise UserError("--dry-run needs --out DIR for the files a real run would submit.")
-            with RichProgress(err) as progress:
-                files = pipeline.dry_run(spec, text, options, out_dir, progress)
+            with _interrupted_says(f"interrupted; a dry run stores nothing, and the files under {out_dir} are incomplete"):
+                with RichProgress(err) as progress:
+                    files = pipeline.dry_run(spec, text, options, out_dir, progress, force)
             for path in files:
                 out.print(escape(str(path)), highlight=False)
             err.print(f"dry run: {len(files)} files under {escape(str(out_dir))}; nothing was submitted or stored")
             return
         stacks = pipeline.plan_stacks(spec, options)
         store = Store(db)  # only now: every value is checked before a store is created or migrated
-        with RichProgress(err) as progress:
+        with _interrupted_says("interrupted before the sweep was stored; nothing was stored"), RichProgress(err) as progress:
             sweep_id = pipeline.start(store, spec, text, str(plan), options, progress, stacks=stacks)
+        lock = pipeline.SweepLock(store, sweep_id)
         err.print(f"sweep {sweep_id}: {len(store.cells_of(sweep_id))} cells")
-    rows = _run_and_report(store, sweep_id, json_out, wide=wide)
+    with lock, _interrupted_says(f"interrupted; the finished cells of sweep {sweep_id} are stored, and "
+                                 f"`gpucompat sweep --resume {sweep_id}` completes it"):
+        rows = _run_and_report(store, sweep_id, json_out, wide=wide)
     if any(row["code"] == "UNTESTED" for row in rows):
         raise typer.Exit(EXIT_UNTESTED)
 
@@ -262,10 +285,12 @@ def results(
                           str(s["untested"] or 0))
         out.print(table)
         return
-    sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
     if bench:
-        _print_bench(store, sweep_id, "json" if json_out else fmt, wide)
+        # by default the newest sweep or check that has figures (`check --bench` stores a check, not a sweep)
+        chosen = sweep_id if sweep_id is not None else (store.latest_bench_sweep_id() or store.latest_sweep_id())
+        _print_bench(store, chosen, "json" if json_out else fmt, wide, defaulted=sweep_id is None)
         return
+    sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
     _print_results(store, sweep_id, "json" if json_out else fmt, per_cell=cells, wide=wide)
 
 
@@ -284,12 +309,21 @@ def _mig_reference(store, sweep_id: int, rows: list[dict]) -> list[dict]:
     return [present(r) for r in store.bench_rows(None) if r["sweep"] != sweep_id and r["gpu"] in parents] if parents else []
 
 
-def _print_bench(store, sweep_id: int, fmt: str, wide: bool) -> None:
+def _print_bench(store, sweep_id: int, fmt: str, wide: bool, defaulted: bool = False) -> None:
     from .report.bench import bench_csv, bench_json, bench_table, mig_terminal
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--bench prints as table, csv or json, not {fmt!r}.")
     rows = _bench_rows(store, sweep_id)
+    shown = store.sweep(sweep_id)
+    if not rows and fmt == "table":
+        looked = f"{shown['kind']} {sweep_id} ({escape(shown['name'])})"
+        out.print(f"{looked}, the newest, has no benchmark figures, and no other stored sweep or check has any: run one with --bench."
+                  if defaulted else f"{looked} has no benchmark figures; leave out --sweep to see the newest that has.", soft_wrap=True)
+        return
+    if fmt == "table":
+        err.print(f"bench figures of {shown['kind']} {sweep_id} ({escape(shown['name'])})"
+                  + (", the newest with any" if defaulted else ""))
     if fmt == "json":
         sys.stdout.write(bench_json(rows) + "\n")
     elif fmt == "csv":
@@ -411,6 +445,10 @@ def inspect(
     if json_out:
         _print_json(result)
         return
+    if result.get("skipped"):  # the rest was read: its kernels are below, and these are named so nobody takes them for none
+        skipped = result["skipped"]
+        named = ", ".join(f"{item['file']} ({item['why']})" for item in skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else "")
+        err.print(f"skipped {len(skipped)} file(s) or folder(s) that could not be read: {escape(named)}", highlight=False, soft_wrap=True)
     if not result["files"]:
         out.print(f"{escape(target)}: no CUDA fat binaries found")
         return

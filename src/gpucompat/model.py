@@ -182,6 +182,7 @@ class SweepSpec:
     offline: bool = False
     executor_options: dict = field(default_factory=dict)  # {"slurm": the plan's [slurm] table, ...}
     bench: BenchSpec | None = None  # None: no bench rung
+    max_cells: int = 10_000  # the plan's max_cells: a plan of more cells is refused before anything is resolved or written
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,24 @@ EXECUTOR_OPTIONS = {
 }
 TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
-    "max_parallel_installs", "max_parallel_probes", "platform", "wheelhouse", "offline", "bench", *EXECUTOR_OPTIONS,
+    "max_parallel_installs", "max_parallel_probes", "platform", "wheelhouse", "offline", "bench", "max_cells", *EXECUTOR_OPTIONS,
+}
+MAX_CELLS = SweepSpec.max_cells  # cells a plan may expand to unless it raises `max_cells` (10,000)
+# sbatch options gpucompat writes itself, or that the plan's own keys and targets set: an extra_sbatch line
+# with one of them would override them (a --time that kills cells early, an --output that hides the log,
+# a --hold that strands the sweep). -> what sets it.
+OWN_SBATCH = {
+    "--array": "gpucompat writes itself (one array per GPU class)", "--output": "gpucompat writes itself (the job's log)",
+    "--error": "gpucompat writes itself (the job's log)", "--input": "gpucompat leaves unset",
+    "--job-name": "gpucompat writes itself (it names the sweep)", "--wrap": "gpucompat writes itself (the array script)",
+    "--hold": "gpucompat leaves unset (a held array never runs)", "--parsable": "gpucompat writes itself (it reads sbatch's answer)",
+    "--chdir": "gpucompat writes itself (each cell runs in its own directory)", "--test-only": "gpucompat writes itself (the precheck)",
+    "--time": "gpucompat sets from [timeouts] install and cell", "--time-min": "gpucompat sets from [timeouts] install and cell",
+    "--gres": "gpucompat sets from the [[targets]] gres and [bench] scale", "--constraint": "gpucompat sets from the [[targets]] features",
+    "--nodes": "gpucompat sets from [bench] nodes", "--ntasks-per-node": "gpucompat sets from [bench] scale",
+    "--partition": "the plan sets with [slurm] partition", "--account": "the plan sets with [slurm] account",
+    "--qos": "the plan sets with [slurm] qos", "--reservation": "the plan sets with [slurm] reservation",
+    "--mem": "the plan sets with [slurm] mem", "--cpus-per-task": "the plan sets with [slurm] cpus_per_task",
 }
 BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "nodes", "profile"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env", "channels", "image", "runtime"}
@@ -75,7 +92,8 @@ def text_value(value: object, where: str, limit: int = 200) -> str:
     if len(value) > limit:
         raise UserError(f"{where} is {len(value)} characters long; at most {limit} are allowed.")
     if CONTROL_CHARACTERS.search(value):
-        raise UserError(f"{where} {value[:60]!r} contains a control character (a newline, tab or escape); remove it.")
+        raise UserError(f"{where} {value[:60]!r} contains a control character (a newline, tab, escape, or a bidirectional "
+                        "mark or override such as U+202E that reorders text); remove it.")
     return value
 
 
@@ -146,6 +164,10 @@ def _check_keys(table: dict, allowed: set[str], where: str) -> None:
 def _pythons(value: object, where: str) -> tuple[str, ...]:
     values = value if isinstance(value, list) else [value]
     for item in values:
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
+            # TOML reads 3.11 as a number (and 3.10 as 3.1): the fix is the same digits in quotes
+            text = str(item) if not isinstance(item, float) or PYTHON_VERSION.fullmatch(str(item)) else f"{item}0"
+            raise UserError(f"{where}: {str(item)[:20]} is a number, not a Python version string; quote it: python = [\"{text[:20]}\"].")
         if not isinstance(item, str) or not PYTHON_VERSION.fullmatch(item):
             raise UserError(f"{where}: {str(item)[:20]!r} is not a Python version from 3.8 to 3.15; write it as a string like '3.11'.")
     if not values:
@@ -311,6 +333,12 @@ def _option(section: str, key: str, kind: str, value: object):
         if not isinstance(value, list) or not all(isinstance(v, str) and _SBATCH_LINE.fullmatch(v) for v in value):
             raise UserError(f"{where} must be a list of sbatch options like \"--exclusive\" or \"--gpus-per-task=1\" "
                             "(one option each, no spaces or quotes).")
+        for line in value:
+            option = line.split("=", 1)[0]
+            # sbatch takes any unambiguous prefix of a long option (--tim is --time): a prefix counts too
+            owned = next((own for own in OWN_SBATCH if own == option or own.startswith(option)), None)
+            if owned:
+                raise UserError(f"{where} {line[:60]!r} would override {owned}, which {OWN_SBATCH[owned]}; remove it.")
         return list(value)
     if kind == "memory" and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
@@ -342,7 +370,9 @@ def _spec(data: dict) -> SweepSpec:
         raise UserError(f"unknown executor {str(executor)[:40]!r}; this version has: {', '.join(EXECUTORS)}.")
     default_pythons = _pythons(data["python"], "python") if "python" in data else (f"{sys.version_info[0]}.{sys.version_info[1]}",)
     stacks_data = data.get("stacks")
-    if not isinstance(stacks_data, list) or not stacks_data:
+    if stacks_data is not None and not isinstance(stacks_data, list):
+        raise UserError(f"'stacks' must be [[stacks]] tables (framework = ..., versions = ...), not {_kind(stacks_data)}.")
+    if not stacks_data:
         raise UserError("the plan has no [[stacks]]; add at least one with framework = ... and versions = ....")
     stacks = tuple(_stack(table, i, default_pythons) for i, table in enumerate(stacks_data, 1))
 
@@ -383,6 +413,9 @@ def _spec(data: dict) -> SweepSpec:
             if section != executor:
                 raise UserError(f"[{section}] is given but the executor is {executor!r}.")
             options[section] = _executor_options(section, data[section])
+    max_cells = data.get("max_cells", MAX_CELLS)
+    if not isinstance(max_cells, int) or isinstance(max_cells, bool) or not 1 <= max_cells <= 10_000_000:
+        raise UserError("max_cells must be a whole number from 1 to 10000000 (the cells a plan may expand to).")
     bench, bench_timeout = parse_bench(data.get("bench", False))
     check_nodes(bench, executor)
     if bench_timeout is not None:
@@ -392,8 +425,13 @@ def _spec(data: dict) -> SweepSpec:
     return SweepSpec(
         name=name, stacks=stacks, targets=targets, timeouts=Timeouts(**durations),
         executor=executor, **parallel, platform=platform,
-        wheelhouse=wheelhouse, offline=offline, executor_options=options, bench=bench,
+        wheelhouse=wheelhouse, offline=offline, executor_options=options, bench=bench, max_cells=max_cells,
     )
+
+
+def _kind(value: object) -> str:
+    """What a TOML value is, in words, for a sentence about a key of the wrong type."""
+    return {str: "a string", bool: "true or false", int: "a number", float: "a number", dict: "a table"}.get(type(value), "a list")
 
 
 def parse_bench(value: object) -> tuple[BenchSpec | None, int | None]:
@@ -466,7 +504,7 @@ def load_plan(path: str | Path) -> tuple[SweepSpec, str]:
             data = handle.read(MAX_PLAN_BYTES + 1)
         if len(data) > MAX_PLAN_BYTES:
             raise UserError(f"plan file {str(path)!r} is larger than 1 MiB; a plan is a short TOML file.")
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte order mark (Windows editors write one) is no part of the plan
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read plan file {str(path)!r}: {exc.__class__.__name__}.") from None
     spec = parse_plan(text, str(path))

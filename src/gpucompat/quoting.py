@@ -14,7 +14,9 @@ from pathlib import Path
 
 from .errors import UserError
 
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # anything that can end a line
+# Anything that can end a line, and the bidirectional marks and overrides that reorder the text around
+# them in a terminal, a table or an editor (U+200E/F, U+202A-U+202E, U+2066-U+2069: "Trojan Source").
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # Characters a DAG file or an HTCondor submit value can carry unquoted: DAGMan splits its
 # lines on whitespace and has no quoting for paths.
 _CONDOR_PATH = re.compile(r"[A-Za-z0-9_./+@%,=-]+", re.ASCII)

@@ -507,6 +507,11 @@ class Store:
         with self._write() as conn:
             conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(status=status, finished_at=time.time()))
 
+    def set_options(self, sweep_id: int, options: dict) -> None:
+        """The run options a sweep is resumed with (a new --workdir), kept for the next --resume too."""
+        with self._write() as conn:
+            conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(options=options))
+
     # -- reading ---------------------------------------------------------------------------
 
     def sweep(self, sweep_id: int) -> dict:
@@ -543,6 +548,13 @@ class Store:
         if found is None:
             raise UserError(f"no sweeps stored in {self.shown} yet; run `gpucompat sweep PLAN` first.")
         return found
+
+    def latest_bench_sweep_id(self) -> int | None:
+        """The newest sweep or check that has bench figures (None if none has): what `results --bench` shows by default."""
+        newest = (sa.select(cells.c.sweep_id).select_from(bench.join(cells, cells.c.id == bench.c.cell_id))
+                  .order_by(cells.c.sweep_id.desc()).limit(1))
+        with self._read() as conn:
+            return conn.execute(newest).scalar()
 
     def sweep_ref(self, ref: str) -> int:
         """A sweep id, 'latest', or 'latest~N' (the Nth sweep before the latest) -> its id.

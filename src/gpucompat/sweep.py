@@ -7,6 +7,8 @@ interrupted sweep is the same call.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -16,6 +18,7 @@ from .discover import local as local_discovery
 from .errors import UserError
 from .executors import make_executor
 from .executors.base import DONE, Executor
+from .probe_build import probe_pyz
 from .knowledge import rules
 from .model import BenchSpec, Cell, Observation, Outcome, ResolvedStack, SweepSpec, Target
 from .plan import check_nodes, parse_plan
@@ -118,6 +121,7 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     wheelhouse = options.wheelhouse or spec.wheelhouse
     stacks = plan_stacks(spec, options) if stacks is None else stacks
     targets = targets_for(spec)
+    check_size(spec, stacks, targets, progress, say=kind == "sweep")
     progress.phase("resolve", len(stacks))
     resolved = resolve_all(stacks, spec.platform, wheelhouse, offline, on_done=lambda _r: progress.advance("resolve"))
     # What resume needs is stored with the sweep: the plan text and the effective options.
@@ -125,6 +129,30 @@ def start(store: Store, spec: SweepSpec, plan_text: str, plan_path: str | None, 
     # One transaction: a sweep is stored whole (targets, stacks, cells, predictions) or not at all.
     return store.create_sweep(spec.name, kind, plan_text, plan_path, options.as_dict(), targets, resolved,
                               lambda r, target: predict(Cell(0, r.stack, target, r)).to_dict())
+
+
+# What one cell leaves in its directory, on disk: job.json, run.sh, the install files, result.json and the logs
+# (a result is 7-12 KB, recorded on an H100; each small file takes a 4 KiB block). The bench's telemetry adds to it.
+CELL_DISK_BYTES = 48 * 1024
+
+
+def check_size(spec: SweepSpec, stacks: list, targets: list[Target], progress: Progress, say: bool = True) -> None:
+    """How big the sweep is, said before anything is resolved or written, and refused past the plan's max_cells:
+    a plan of 165,000 cells would flood the scheduler and fill the disk before anyone saw a verdict."""
+    count = len(stacks) * len(targets)
+    shape = f"{_many(len(stacks), 'stack')} × {_many(len(targets), 'GPU class', 'GPU classes')}"
+    if count > spec.max_cells:
+        raise UserError(f"the plan expands to {_many(count, 'cell')} ({shape}), more than its max_cells of {spec.max_cells:,}; "
+                        "make the plan smaller, or raise max_cells in the plan if the site can take that many jobs.")
+    if say:
+        environments = len({stack.key for stack in stacks if stack.env != "current"})
+        disk = (count * CELL_DISK_BYTES + probe_pyz().stat().st_size) / 1e6
+        built = f", and up to {environments:,} environments to build (each once, reused by later sweeps)" if environments else ""
+        progress.note(f"{_many(count, 'cell')} ({shape}): about {disk:,.1f} MB of job files with one probe.pyz for the sweep{built}")
+
+
+def _many(count: int, one: str, more: str | None = None) -> str:
+    return f"{count:,} {one if count == 1 else more or one + 's'}"
 
 
 def check_variants(stacks: list) -> None:
@@ -145,9 +173,95 @@ def _workdir(store: Store, sweep_id: int, options: RunOptions) -> Path:
     return root / f"sweep-{sweep_id}"
 
 
+def check_directory(path: Path, what: str) -> Path:
+    """--workdir or --out: a directory, or a path where one can be made (checked before anything is stored)."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what} {str(path)[:200]!r} must be a directory, and it is a file; choose a directory.")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is not None and not path.exists() and not parent.is_dir():
+        raise UserError(f"{what} {str(path)[:200]!r} cannot be made: {str(parent)[:200]!r} is a file, not a directory; choose another.")
+    return path
+
+
+def check_empty_out(out: Path, force: bool) -> None:
+    """A dry run writes into an empty or new directory; one holding files is only written over with --force."""
+    check_directory(out, "--out")
+    if out.is_dir() and not force:
+        found = sum(1 for _ in zip(range(1000), out.iterdir()))
+        if found:
+            entries = "1 entry" if found == 1 else f"{found if found < 1000 else 'over 1,000'} entries"
+            raise UserError(f"--out {str(out)[:200]!r} is not empty ({entries}); "
+                            "choose a new or empty directory, or add --force to write over it.")
+
+
+class SweepLock:
+    """One gpucompat at a time runs (or resumes) a sweep: an exclusive flock on sweep-ID.lock beside the store's job
+    directories, holding the owner's pid. Taken before anything else, released when the process ends, however."""
+
+    def __init__(self, store: Store, sweep_id: int):
+        self.handle = None
+        path = store.runs_dir / f"sweep-{sweep_id}.lock"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+")
+        except OSError:  # nowhere to keep a lock (a read-only data directory): the sweep runs unguarded
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip()[:20] or "unknown"
+            handle.close()
+            raise UserError(f"sweep {sweep_id} is being run or resumed by another gpucompat (pid {owner}); "
+                            f"wait for it to end, or stop it, before `gpucompat sweep --resume {sweep_id}`.") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self.handle = handle
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.close()  # closing the file releases the flock
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def resume_in(store: Store, sweep_id: int, workdir: Path) -> None:
+    """--resume ID --workdir DIR: the sweep's job directories go under DIR from now on (this run and the next)."""
+    row = store.sweep(sweep_id)
+    if row["status"] == "submitted":
+        raise UserError(f"sweep {sweep_id} has jobs with the scheduler, which write into its first work directory; "
+                        f"resume it without --workdir.")
+    check_directory(workdir, "--workdir")
+    store.set_options(sweep_id, {**row["options"], "workdir": str(workdir.resolve())})
+
+
 def run(store: Store, sweep_id: int, progress: Progress) -> None:
     """Give every cell of the sweep without a verdict one; interrupted runs leave the rest pending.
-    Cells that could not be tested (UNTESTED) are tried again, their resolution too where uv could not ask."""
+    Cells that could not be tested (UNTESTED) are tried again, their resolution too where uv could not ask.
+    A sweep whose jobs cannot be set up (a work directory that cannot be written, a scheduler that does not
+    answer) is marked failed, never left running, and the sentence says how to resume it."""
+    status = store.sweep(sweep_id)["status"]
+    try:
+        _run(store, sweep_id, progress)
+    except UserError as exc:
+        if status != "submitted":  # a sweep whose jobs a scheduler holds stays "submitted", for --resume to collect
+            store.finish_sweep(sweep_id, "failed")
+        raise UserError(f"{str(exc).rstrip('.')}; sweep {sweep_id} is kept, and `gpucompat sweep --resume {sweep_id}` "
+                        "(with --workdir DIR to write its jobs elsewhere) goes on once that is fixed.") from None
+    except BaseException:
+        if status != "submitted":
+            store.finish_sweep(sweep_id, "interrupted")
+        raise
+
+
+def _run(store: Store, sweep_id: int, progress: Progress) -> None:
     row = store.sweep(sweep_id)
     options = RunOptions(**row["options"])
     spec = with_options(parse_plan(row["plan_text"], row["plan_path"] or f"sweep {sweep_id}"), options)
@@ -255,8 +369,11 @@ def classify_observation(resolved: ResolvedStack, observation: Observation) -> O
         return Outcome("INTERNAL", observation.timed_out_stage or "compute", f"gpucompat could not classify this cell: {exc!r}", {"bug": repr(exc)})
 
 
-def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress) -> list[Path]:
-    """Everything a real run would submit, written under `out`; nothing is submitted or stored."""
+def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress, force: bool = False) -> list[Path]:
+    """Everything a real run would submit, written under `out` (new or empty, unless `force`); nothing is submitted
+    or stored. Returns the files this run wrote, never others that were there."""
+    check_empty_out(out, force)
+    before = _stamps(out)
     store = Store("sqlite://")  # in memory: a dry run leaves no sweep behind
     sweep_id = start(store, spec, plan_text, None, options, progress)
     executor = make_executor(spec, options.wheelhouse, options.offline)
@@ -266,4 +383,17 @@ def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, pro
         why = analysis.classify(cells[0].resolved, None).summary if cells else "the plan expands to no cell"
         raise UserError(f"dry run: no stack of the plan resolved, so there is nothing to submit; the first: {why}")
     prepare_jobs(executor, runnable, out.resolve())
-    return sorted(p for p in out.rglob("*") if p.is_file())
+    return sorted(path for path, stamp in _stamps(out).items() if before.get(path) != stamp)
+
+
+def _stamps(folder: Path) -> dict[Path, tuple[int, int]]:
+    """Each file under `folder` with its inode and modification time, to tell the files a run wrote."""
+    found = {}
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            try:
+                info = os.stat(os.path.join(root, name), follow_symlinks=False)
+            except OSError:
+                continue
+            found[Path(root) / name] = (info.st_ino, info.st_mtime_ns)
+    return found

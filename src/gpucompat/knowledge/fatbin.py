@@ -5,6 +5,8 @@ reader (probe/fatbin.py), which the probe's library rung also uses inside jobs.
 
 from __future__ import annotations
 
+import os
+import stat
 import zipfile
 import zlib
 from functools import lru_cache
@@ -14,18 +16,49 @@ from pathlib import Path
 from ..errors import UserError
 from ..probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, Archs, Truncated, _arch_key, inspect_bytes, read_file  # noqa: F401 (re-exported)
 
-def inspect_file(path: Path, strict: bool = False) -> Archs:
+def inspect_file(path: Path, strict: bool = False, skipped: dict[str, str] | None = None) -> Archs:
     """Kernels in one file. `strict` (a file named on the command line): a file that cannot be
-    read or an ELF image cut short is a UserError; in a directory it just has no kernels."""
+    read or an ELF image cut short is a UserError; in a directory it has no kernels, and is named
+    in `skipped` (path -> why) where one is given."""
     try:
         return read_file(path)
     except Truncated:
         if strict:
             raise UserError(f"{_shown(str(path))} is truncated or not an ELF file: its section table or .nv_fatbin lies past its end.") from None
-    except (OSError, ValueError) as exc:  # unreadable, a FIFO or device that cannot be mapped
+        why = "truncated ELF"
+    except (OSError, ValueError) as exc:  # unreadable, vanished, a FIFO or device that cannot be mapped
         if strict:
             raise UserError(f"cannot read {_shown(str(path))}: {exc.__class__.__name__}.") from None
+        why = exc.__class__.__name__
+    if skipped is not None:
+        skipped[str(path)] = why
     return Archs()
+
+
+def _walk(folder: Path, skipped: dict[str, str]) -> dict[str, Archs]:
+    """Every library under `folder`, read; folders that cannot be listed and files that cannot be read or
+    vanish while it walks (a build writing, a cache being pruned) go into `skipped` and the walk goes on."""
+    def unlisted(exc: OSError) -> None:
+        if not isinstance(exc, FileNotFoundError):  # a folder removed while walking had nothing to say
+            skipped[exc.filename or str(folder)] = exc.__class__.__name__
+
+    found = {}
+    for root, dirs, names in os.walk(folder, onerror=unlisted):
+        dirs.sort()
+        for name in sorted(names):
+            if not _is_library(name):
+                continue
+            path = Path(root) / name
+            try:
+                regular = stat.S_ISREG(path.stat().st_mode)
+            except FileNotFoundError:  # gone since the folder was listed
+                continue
+            except OSError as exc:  # a folder that can be listed but not entered
+                skipped[str(path)] = exc.__class__.__name__
+                continue
+            if regular:
+                found[str(path)] = inspect_file(path, skipped=skipped)
+    return found
 
 
 def _shown(text: str) -> str:
@@ -37,7 +70,7 @@ def _is_library(name: str) -> bool:
     return base.endswith((".so", ".o", ".cubin", ".fatbin")) or ".so." in base
 
 
-def _result(target: str, per_file: dict[str, Archs]) -> dict:
+def _result(target: str, per_file: dict[str, Archs], skipped: dict[str, str] | None = None) -> dict:
     total = Archs()
     for archs in per_file.values():
         total.merge(archs)
@@ -50,6 +83,8 @@ def _result(target: str, per_file: dict[str, Archs]) -> dict:
             {"file": name, "sass": sorted(a.sass, key=_arch_key), "ptx": sorted(a.ptx, key=_arch_key), "entries": a.entries}
             for name, a in sorted(per_file.items()) if a.entries
         ],
+        # files and folders a walk could not read (path, why): the kernels above are those of the rest
+        **({} if skipped is None else {"skipped": [{"file": name, "why": why} for name, why in sorted(skipped.items())]}),
     }
 
 
@@ -73,7 +108,8 @@ def inspect(target: str) -> dict:
     if is_file:
         return _result(target, {str(path): inspect_file(path, strict=True)})
     if is_dir:
-        return _result(target, {str(p): inspect_file(p) for p in sorted(path.rglob("*")) if p.is_file() and _is_library(p.name)})
+        skipped: dict[str, str] = {}
+        return _result(target, _walk(path, skipped), skipped)
     if exists or "/" in target:
         raise UserError(f"{_shown(target)} is neither a file, a directory, a wheel nor an installed distribution.")
     try:
@@ -81,7 +117,16 @@ def inspect(target: str) -> dict:
     except (metadata.PackageNotFoundError, ValueError):
         raise UserError(f"{_shown(target)} is not a path and no distribution of that name is installed in {__import__('sys').executable}.") from None
     files = [Path(dist.locate_file(f)) for f in dist.files or [] if _is_library(str(f))]
-    return _result(target, {str(p): inspect_file(p) for p in files if p.is_file()})
+    skipped = {}
+    return _result(target, {str(p): inspect_file(p, skipped=skipped) for p in files if _exists(p)}, skipped)
+
+
+def _exists(path: Path) -> bool:
+    """A file a distribution's RECORD lists and that is there (a stat that fails is left to inspect_file to name)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return True
 
 
 # Where each framework's own kernels live, as installed distributions.
