@@ -25,7 +25,7 @@ from .bench import figures as bench_figures
 from .errors import UserError
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 
-SCHEMA_VERSION = 4  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table
+SCHEMA_VERSION = 5  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table; 5: sources, sweeps.source_id
 
 metadata = sa.MetaData()
 
@@ -33,6 +33,13 @@ meta = sa.Table(
     "meta", metadata,
     sa.Column("key", sa.String(64), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
+)
+sources = sa.Table(  # where an imported sweep came from (bundle.py); a sweep run here has none
+    "sources", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("site", sa.Text, nullable=False, index=True),
+    sa.Column("origin", sa.String(64), nullable=False, unique=True),  # the sweep's digest: each is imported once
+    sa.Column("data", sa.JSON, nullable=False),  # the bundle's provenance: gpucompat version, plan digest, times, its id there
 )
 sweeps = sa.Table(
     "sweeps", metadata,
@@ -45,6 +52,7 @@ sweeps = sa.Table(
     sa.Column("plan_path", sa.Text),
     sa.Column("plan_text", sa.Text, nullable=False),
     sa.Column("options", sa.JSON, nullable=False),
+    sa.Column("source_id", sa.Integer, sa.ForeignKey("sources.id")),  # None: run here; else imported (sources)
 )
 targets = sa.Table(
     "targets", metadata,
@@ -230,6 +238,15 @@ def _target_from(data: dict) -> Target:
     return Target(**{**data, **tuples})
 
 
+def _from_source(query, source: str | None):
+    """Only the sweeps of one source: "local" (run here), "imported" (from any bundle) or a site's name."""
+    if source is None:
+        return query
+    if source == "local":
+        return query.where(sweeps.c.source_id.is_(None))
+    return query.where(sweeps.c.source_id.in_(sa.select(sources.c.id).where(sa.true() if source == "imported" else sources.c.site == source)))
+
+
 def _import_fact(name: str):
     return results.c.probe["stages"]["import"]["facts"][name].as_string()
 
@@ -274,6 +291,10 @@ class Store:
         except UserError:
             self.engine.dispose()  # close the check's connection: a refused file is left exactly as it was
             raise
+
+    def connection(self, write: bool = False):
+        """For a module that reads or writes the tables itself (bundle.py); write: one transaction holding the write lock."""
+        return self._write() if write else self._read()
 
     def close(self) -> None:
         """Close the database's connections (SQLite removes its -wal and -shm files when the last one closes)."""
@@ -383,6 +404,8 @@ class Store:
         if found in (1, 2):  # 2 -> 3: a column on stacks
             conn.execute(sa.text("ALTER TABLE stacks ADD COLUMN resolve_cause VARCHAR(32)"))
         metadata.create_all(conn)
+        if found in (1, 2, 3, 4):  # 4 -> 5: a column on sweeps, once the sources table exists
+            conn.execute(sa.text("ALTER TABLE sweeps ADD COLUMN source_id INTEGER REFERENCES sources(id)"))
         conn.execute(meta.delete().where(meta.c.key == "schema_version"))
         conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
 
@@ -523,7 +546,7 @@ class Store:
             raise UserError(f"there is no sweep {sweep_id} in {self.shown}; `gpucompat results --list` shows the sweeps.")
         return dict(row)
 
-    def list_sweeps(self) -> list[dict]:
+    def list_sweeps(self, source: str | None = None) -> list[dict]:
         counts = (
             sa.select(cells.c.sweep_id, sa.func.count(cells.c.id).label("cells"), sa.func.count(results.c.id).label("done"),
                       sa.func.sum(sa.case((results.c.code == "PASS", 1), else_=0)).label("passed"),
@@ -533,18 +556,23 @@ class Store:
         )
         query = (
             sa.select(sweeps.c.id, sweeps.c.name, sweeps.c.kind, sweeps.c.status, sweeps.c.created_at,
-                      counts.c.cells, counts.c.done, counts.c.passed, counts.c.untested)
-            .select_from(sweeps.outerjoin(counts, counts.c.sweep_id == sweeps.c.id))
+                      counts.c.cells, counts.c.done, counts.c.passed, counts.c.untested, sa.func.coalesce(sources.c.site, "local").label("source"))
+            .select_from(sweeps.outerjoin(counts, counts.c.sweep_id == sweeps.c.id).outerjoin(sources, sources.c.id == sweeps.c.source_id))
             .order_by(sweeps.c.id)
         )
+        query = _from_source(query, source)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    def latest_sweep_id(self) -> int:
-        """The newest sweep of kind "sweep"; the newest check where no sweep is stored, so `results` shows a check just run."""
-        newest = sa.select(sweeps.c.id).order_by((sweeps.c.kind == "sweep").desc(), sweeps.c.id.desc()).limit(1)
+    def latest_sweep_id(self, source: str | None = None) -> int:
+        """The newest sweep of kind "sweep" (of one source, if given; else run here before imported); the newest check where no sweep
+        is stored, so `results` shows a check just run."""
+        newest = _from_source(sa.select(sweeps.c.id), source).order_by(
+            sweeps.c.source_id.is_(None).desc(), (sweeps.c.kind == "sweep").desc(), sweeps.c.id.desc()).limit(1)
         with self._read() as conn:
             found = conn.execute(newest).scalar()
+        if found is None and source is not None:
+            raise UserError(f"no sweep from the source {source!r} is stored in {self.shown}; `gpucompat results --list` shows each sweep's source.")
         if found is None:
             raise UserError(f"no sweeps stored in {self.shown} yet; run `gpucompat sweep PLAN` first.")
         return found
@@ -559,7 +587,7 @@ class Store:
     def sweep_ref(self, ref: str) -> int:
         """A sweep id, 'latest', or 'latest~N' (the Nth sweep before the latest) -> its id.
 
-        latest and latest~N count sweeps of kind "sweep" only; a check is addressed by its id.
+        latest and latest~N count sweeps of kind "sweep" run here only; a check or an imported sweep is addressed by its id.
         """
         text = ref.strip()
         if re.fullmatch(r"[0-9]{1,18}", text, re.ASCII):
@@ -567,7 +595,7 @@ class Store:
             return int(text)
         if re.fullmatch(r"latest(~[0-9]{1,6})?", text, re.ASCII):
             with self._read() as conn:
-                ids = list(conn.execute(sa.select(sweeps.c.id).where(sweeps.c.kind == "sweep").order_by(sweeps.c.id.desc())).scalars())
+                ids = list(conn.execute(sa.select(sweeps.c.id).where(sweeps.c.kind == "sweep", sweeps.c.source_id.is_(None)).order_by(sweeps.c.id.desc())).scalars())
             back = int(text[7:]) if "~" in text else 0
             if back >= len(ids):
                 raise UserError(f"{ref!r}: only {len(ids)} sweep(s) are stored in {self.shown} (checks count only by their id).")
@@ -636,8 +664,9 @@ class Store:
         """Each cell's profiling window (the probe's record: step times, top kernels, the trace kept), where one ran."""
         return [r for r in self._bench_fact(sweep_id, "profile") if isinstance(r["profile"], dict)]
 
-    def result_rows(self, sweep_id: int | None) -> list[dict]:
-        """One flat row per cell with its verdict (None where it has none yet); every sweep's if None."""
+    def result_rows(self, sweep_id: int | None, source: str | None = None) -> list[dict]:
+        """One flat row per cell with its verdict (None where it has none yet); every sweep's if None; only one source's
+        sweeps if given ("local", "imported" or a site's name). Each row names its source: "local" or the site's name."""
         query = (
             sa.select(
                 cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
@@ -649,14 +678,15 @@ class Store:
                 _import_fact("version").label("probe_version"), _import_fact("cuda_runtime").label("probe_cuda_runtime"),
                 _import_fact("cudnn").label("probe_cudnn"), results.c.probe["system"]["python"].as_string().label("probe_python"),
                 predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
-                predictions.c.reasons.label("predicted_reasons"),
+                predictions.c.reasons.label("predicted_reasons"), sa.func.coalesce(sources.c.site, "local").label("source"),
             )
             .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
-                         .join(sweeps, sweeps.c.id == cells.c.sweep_id)
+                         .join(sweeps, sweeps.c.id == cells.c.sweep_id).outerjoin(sources, sources.c.id == sweeps.c.source_id)
                          .outerjoin(results, results.c.cell_id == cells.c.id)
                          .outerjoin(predictions, predictions.c.cell_id == cells.c.id))
             .order_by(cells.c.id)
         )
+        query = _from_source(query, source)
         if sweep_id is not None:
             query = query.where(cells.c.sweep_id == sweep_id)
         with self._read() as conn:

@@ -41,6 +41,7 @@ def display_row(row: dict) -> dict:
         "predicted": row.get("predicted") or "",
         "predicted_code": row.get("predicted_code") or "",
         "predicted_reason": next((r["text"] for r in row.get("predicted_reasons") or [] if r["verdict"] == row.get("predicted")), ""),
+        "source": row.get("source") or "local",  # where it was observed: "local" (run here) or the site a bundle came from
     }
 
 
