@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .cli_share import SOURCE_HELP, chosen_sweep, register
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Which ML stacks work on which GPUs and drivers, and why not.")
@@ -67,6 +68,9 @@ def guarded(command):
             err.print(f"[red]internal error:[/] {escape(repr(exc))} — this is a gpucompat bug; rerun with GPUCOMPAT_DEBUG=1 for details", soft_wrap=True)
             raise typer.Exit(EXIT_INTERNAL) from None
     return wrapper
+
+
+register(app, guarded)  # export --bundle, import (cli_share.py)
 
 
 @contextlib.contextmanager
@@ -267,6 +271,7 @@ def results(
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
     wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
     bench: bool = typer.Option(False, "--bench", help="The bench figures instead (table, csv or json): how fast each working stack ran."),
+    source: Optional[str] = typer.Option(None, "--source", help=SOURCE_HELP),
 ):
     """The valid and invalid combinations of a stored sweep (the seed's two tables)."""
     from rich.table import Table
@@ -275,14 +280,14 @@ def results(
 
     store = Store(db, readonly=True)
     if list_sweeps:
-        sweeps = store.list_sweeps()
+        sweeps = store.list_sweeps(source)
         if json_out or fmt == "json":
             _print_json(sweeps)
             return
-        table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed", "Untested")
+        table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed", "Untested", "Source")
         for s in sweeps:
             table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0),
-                          str(s["untested"] or 0))
+                          str(s["untested"] or 0), escape(s["source"]))
         out.print(table)
         return
     if bench:
@@ -290,7 +295,7 @@ def results(
         chosen = sweep_id if sweep_id is not None else (store.latest_bench_sweep_id() or store.latest_sweep_id())
         _print_bench(store, chosen, "json" if json_out else fmt, wide, defaulted=sweep_id is None)
         return
-    sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
+    sweep_id = chosen_sweep(store, sweep_id, source)
     _print_results(store, sweep_id, "json" if json_out else fmt, per_cell=cells, wide=wide)
 
 
@@ -591,13 +596,14 @@ def report(
     sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
+    source: Optional[str] = typer.Option(None, "--source", help=SOURCE_HELP),
 ):
     """One self-contained HTML report of a sweep: surprises first, a matrix per framework, evidence a click away."""
     from .report.html import render
     from .store import Store
 
     store = Store(db, readonly=True)
-    sweep_id = sweep_id if sweep_id is not None else store.latest_sweep_id()
+    sweep_id = chosen_sweep(store, sweep_id, source)
     from .bench import with_shown_version
 
     rows = _bench_rows(store, sweep_id)

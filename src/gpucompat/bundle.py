@@ -1,0 +1,338 @@
+"""`gpucompat export --bundle FILE` and `gpucompat import FILE`: a store's sweeps as one file that travels.
+
+A bundle is gzip-compressed JSON lines, one object of one key per line, keys sorted:
+
+    {"bundle": {"format": "gpucompat-bundle", "schema": 1, "site": ..., "gpucompat": ..., "exported_at": ..., "redacted": ..., "sweeps": N}}
+    {"sweep": {"ref": 12, "site": ..., "plan_sha256": ..., "name": ..., ...}}     then, for that sweep,
+    {"target": {"ref": ..., ...}}  {"stack": {"ref": ..., ...}}                      its GPU classes and stacks, and
+    {"cell": {"ref": ..., "stack": ..., "target": ..., "result": {...}, "prediction": {...}, "bench": [...]}}  one line per cell
+    ...
+    {"sha256": "..."}                                                                the sha256 of every byte above it
+
+Each row carries every column the store keeps (verdict, evidence, the probe's raw JSON, bench figures), so an
+imported sweep reads exactly as it did where it ran, less what redact.py takes out (host and user names,
+paths, environment values) unless exported with keep_hosts. Import checks the whole file before it opens the
+store (format, schema, digest), then adds every sweep it does not hold yet in one transaction, each with its
+provenance in the sources table: a sweep is known by its digest, so importing a bundle twice, or two bundles
+that share sweeps, adds nothing the second time. A refused bundle leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gzip
+import hashlib
+import json
+import os
+import re
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from . import __version__
+from .errors import UserError
+from .redact import Redactor
+from .store import Store, bench, cells, predictions, results, sources, stacks, sweeps, targets
+
+FORMAT = "gpucompat-bundle"
+SCHEMA = 1  # the bundle's own schema: a bundle of a newer one is refused, never half-read
+RESERVED_SITES = ("local", "imported")  # `--source` words, so no site may take them
+_SITE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._@+-]{0,63}")
+_REFS = frozenset({"id", "sweep_id", "cell_id", "stack_id", "target_id", "source_id"})  # the store's own ids, remapped on import
+_BATCH = 2000
+
+
+def config_file() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")) / "gpucompat" / "config.toml"
+
+
+def site_name(given: str | None) -> str:
+    """The site a bundle says it comes from: --site, else $GPUCOMPAT_SITE, else `site = "..."` in the config file."""
+    name, where = given, "--site"
+    if not name and os.environ.get("GPUCOMPAT_SITE"):
+        name, where = os.environ["GPUCOMPAT_SITE"], "GPUCOMPAT_SITE"
+    path = config_file()
+    if not name and path.is_file():
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib
+        try:
+            name, where = tomllib.loads(path.read_text(encoding="utf-8")).get("site"), str(path)
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise UserError(f"cannot read the config file {path}: {exc}; fix it or give --site NAME.") from None
+    if not name:
+        raise UserError(f'a bundle names the site it comes from: give --site NAME, set GPUCOMPAT_SITE, or write site = "NAME" in {path}.')
+    if not isinstance(name, str) or not _SITE.fullmatch(name) or name.lower() in RESERVED_SITES:
+        raise UserError(f"{where}: {str(name)[:70]!r} is not a site name: 1 to 64 letters, digits, spaces or ._@+- starting with a letter or "
+                        f"digit, and not {' or '.join(RESERVED_SITES)}.")
+    return name
+
+
+def _dumps(record: dict) -> bytes:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode() + b"\n"
+
+
+def _plain(row, prefix: str = "") -> dict:
+    """A stored row's columns (those starting with prefix, without it), less the store's own ids."""
+    return {k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix) and k[len(prefix):] not in _REFS}
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+def _sweep_records(conn, sweep_id: int, site: str) -> Iterator[dict]:
+    """One sweep as bundle records: the sweep, its targets and stacks, then its cells (with results, predictions, bench)."""
+    row = conn.execute(sa.select(sweeps, sources.c.site.label("from_site"), sources.c.origin, sources.c.data.label("provenance"))
+                       .select_from(sweeps.outerjoin(sources, sources.c.id == sweeps.c.source_id))
+                       .where(sweeps.c.id == sweep_id)).mappings().one()
+    provenance = row["provenance"] or {}
+    plan_digest = provenance.get("plan_sha256") or hashlib.sha256((row["plan_text"] or "").encode()).hexdigest()
+    yield {"sweep": {**{c.name: row[c.name] for c in sweeps.c if c.name not in _REFS}, "ref": sweep_id, "site": row["from_site"] or site,
+                     "plan_sha256": plan_digest, "origin": row["origin"], "provenance": row["provenance"]}}
+    for kind, table in (("target", targets), ("stack", stacks)):
+        for r in conn.execute(sa.select(table).where(table.c.sweep_id == sweep_id).order_by(table.c.id)).mappings():
+            yield {kind: {**_plain(r), "ref": r["id"]}}
+    figures: dict[int, list] = {}
+    for r in conn.execute(sa.select(bench).join(cells, cells.c.id == bench.c.cell_id).where(cells.c.sweep_id == sweep_id)
+                          .order_by(bench.c.id)).mappings():
+        figures.setdefault(r["cell_id"], []).append(_plain(r))
+    query = (sa.select(cells, *[c.label(f"r_{c.name}") for c in results.c], *[c.label(f"p_{c.name}") for c in predictions.c])
+             .select_from(cells.outerjoin(results, results.c.cell_id == cells.c.id).outerjoin(predictions, predictions.c.cell_id == cells.c.id))
+             .where(cells.c.sweep_id == sweep_id).order_by(cells.c.id))
+    for r in conn.execute(query).mappings():
+        yield {"cell": {"ref": r["id"], "stack": r["stack_id"], "target": r["target_id"],
+                        "result": _plain(r, "r_") if r["r_id"] is not None else None,
+                        "prediction": _plain(r, "p_") if r["p_id"] is not None else None, "bench": figures.get(r["id"], [])}}
+
+
+def _redacted(redactor: Redactor | None, record: dict) -> dict:
+    if redactor is None:
+        return record
+    shown = redactor.apply(record)
+    if "sweep" in record:  # what names the sweep's provenance stays as it is (a site may be named like a host)
+        shown["sweep"].update({k: record["sweep"][k] for k in ("site", "origin", "plan_sha256")})
+    return shown
+
+
+def export(store: Store, path: Path, sweep_ids: list[int] | None, site: str | None, keep_hosts: bool) -> dict:
+    """Write the sweeps (default: every sweep run here) into a bundle at path; what was written."""
+    site = site_name(site)
+    chosen = list(dict.fromkeys(sweep_ids)) if sweep_ids else [s["id"] for s in store.list_sweeps("local")]
+    if not chosen:
+        raise UserError(f"no sweep run here is stored in {store.shown}, so there is nothing to export; run `gpucompat sweep PLAN` first.")
+    for sweep_id in chosen:
+        store.sweep(sweep_id)  # a clear error if there is no such sweep
+    redactor = None if keep_hosts else Redactor()
+    if redactor is not None:  # every name first, so that a host named late is also taken out of earlier text
+        with store.connection() as conn:
+            for sweep_id in chosen:
+                for record in _sweep_records(conn, sweep_id, site):
+                    redactor.learn(record)
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"--bundle {path} is a directory; give a file name, e.g. {path / 'results.gpucompat.gz'}.")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.part")
+    digest, counts = hashlib.sha256(), {"sweeps": 0, "cells": 0}
+    header = {"bundle": {"format": FORMAT, "schema": SCHEMA, "site": site, "gpucompat": __version__, "exported_at": time.time(),
+                         "redacted": redactor is not None, "sweeps": len(chosen)}}
+    try:
+        with open(temporary, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out, store.connection() as conn:
+            line = _dumps(header)
+            digest.update(line)
+            out.write(line)
+            for sweep_id in chosen:
+                for record in _sweep_records(conn, sweep_id, site):
+                    kind = next(iter(record))
+                    counts[f"{kind}s"] = counts.get(f"{kind}s", 0) + 1
+                    line = _dumps(_redacted(redactor, record))
+                    digest.update(line)
+                    out.write(line)
+            out.write(_dumps({"sha256": digest.hexdigest()}))
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UserError(f"cannot write the bundle {str(path)!r}: {exc.strerror or exc}.") from None
+    return {"path": str(path), "site": site, "sweeps": counts["sweeps"], "cells": counts["cells"], "sha256": digest.hexdigest(),
+            "bytes": path.stat().st_size, "redacted": redactor is not None}
+
+
+# -- import ------------------------------------------------------------------------------------
+
+
+def _refused(path: Path, why: str) -> UserError:
+    return UserError(f"{path} {why}; nothing was imported.")
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    """The bundle's lines, uncompressed; a file that is not gzip, or a damaged one, is refused."""
+    try:
+        with gzip.open(path, "rb") as f:
+            yield from f
+    except FileNotFoundError:
+        raise UserError(f"there is no bundle {path}; give the file `gpucompat export --bundle` wrote.") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory; give the file `gpucompat export --bundle` wrote.") from None
+    except PermissionError:
+        raise UserError(f"cannot read the bundle {path}: permission denied.") from None
+    except gzip.BadGzipFile as exc:
+        if "Not a gzipped file" in str(exc):
+            raise _refused(path, "is not a gpucompat bundle (not a gzip-compressed file)") from None
+        raise _refused(path, f"is damaged (its compressed data does not check: {exc})") from None
+    except (EOFError, zlib.error, OSError) as exc:
+        raise _refused(path, f"is damaged or cut short (its compressed data ends early or does not check: {exc})") from None
+
+
+def _json(path: Path, line: bytes, what: str):
+    try:
+        return json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise _refused(path, f"is not a gpucompat bundle ({what} is not JSON)") from None
+
+
+def verify(path: Path) -> dict:
+    """Read the whole bundle once: its header, the schema, the sha256 it carries against its content, and each sweep's
+    digest (what makes an import happen once). Refused with one sentence if any of it is wrong; nothing is opened."""
+    path = Path(path)
+    digest, header, pending, found = hashlib.sha256(), None, None, []
+    for line in _lines(path):
+        if pending is not None:
+            digest.update(pending)
+            if found:
+                found[-1]["hash"].update(pending)
+        if header is None:
+            record = _json(path, line, "its first line")
+            header = record.get("bundle") if isinstance(record, dict) else None
+            if not isinstance(header, dict) or header.get("format") != FORMAT:
+                raise _refused(path, "is not a gpucompat bundle (its first line does not say so)")
+            if not isinstance(header.get("schema"), int) or header["schema"] < 1:
+                raise _refused(path, "is not a gpucompat bundle (its schema version is not a number)")
+            if header["schema"] > SCHEMA:
+                raise _refused(path, f"is a bundle of schema {header['schema']}, newer than this gpucompat reads ({SCHEMA}): upgrade gpucompat to import it")
+            if not isinstance(header.get("site"), str) or not _SITE.fullmatch(header["site"]) or header["site"].lower() in RESERVED_SITES:
+                raise _refused(path, "is not a gpucompat bundle (it names no valid site)")
+        elif line.startswith(b'{"sweep":'):
+            sweep = (_json(path, line, "a sweep's line") or {}).get("sweep")
+            site = sweep.get("site") if isinstance(sweep, dict) else None
+            if not isinstance(site, str) or not _SITE.fullmatch(site) or site.lower() in RESERVED_SITES:
+                raise _refused(path, "is not a gpucompat bundle (a sweep names no valid site)")
+            found.append({"site": site, "origin": sweep.get("origin"), "hash": hashlib.sha256(site.encode() + b"\n")})
+        pending = line
+    if header is None or pending is None:
+        raise _refused(path, "is not a gpucompat bundle (it is empty)")
+    trailer = _json(path, pending, "its last line")
+    if not isinstance(trailer, dict) or set(trailer) != {"sha256"}:
+        raise _refused(path, "is not a whole gpucompat bundle (it does not end with its sha256: cut short?)")
+    if trailer["sha256"] != digest.hexdigest():
+        raise _refused(path, "was changed after it was written (the sha256 of its content does not match the one it carries)")
+    for sweep in found:
+        origin = sweep.pop("hash").hexdigest()
+        sweep["origin"] = sweep["origin"] if isinstance(sweep["origin"], str) and re.fullmatch(r"[0-9a-f]{64}", sweep["origin"]) else origin
+    return {"path": path, "header": header, "sha256": digest.hexdigest(), "sweeps": found}
+
+
+def _fits(kind, value) -> bool:
+    if isinstance(kind, sa.JSON):
+        return True
+    if isinstance(kind, sa.Boolean):
+        return isinstance(value, bool)
+    if isinstance(kind, sa.Integer):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(kind, sa.Float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, str) and (getattr(kind, "length", None) is None or len(value) <= kind.length)
+
+
+def _row(table: sa.Table, body, path: Path, what: str) -> dict:
+    """A record's columns for table, each checked against the column's type; a bundle that lacks one is refused."""
+    if not isinstance(body, dict):
+        raise _refused(path, f"is not a gpucompat bundle (a {what} is not an object)")
+    row = {}
+    for column in table.columns:
+        if column.name in _REFS:
+            continue
+        value = body.get(column.name)
+        if value is None and not column.nullable or value is not None and not _fits(column.type, value):
+            raise _refused(path, f"is not a gpucompat bundle (a {what}'s {column.name} is {'missing' if value is None else 'of the wrong type'})")
+        row[column.name] = value
+    return row
+
+
+def merge(store: Store, checked: dict) -> dict:
+    """Add the bundle's sweeps that the store does not hold yet (verify() first), in one transaction, each with its provenance."""
+    path, header = checked["path"], checked["header"]
+    origins = [s["origin"] for s in checked["sweeps"]]
+    added, known, cell_count = [], 0, 0
+    with store.connection(write=True) as conn:
+        held = set(conn.execute(sa.select(sources.c.origin).where(sources.c.origin.in_(origins))).scalars()) if origins else set()
+        order, sweep_id, maps, batch, skip = iter(checked["sweeps"]), None, {}, [], False
+        again = hashlib.sha256()  # the content once more: a file changed since verify() is refused here too
+
+        def flush() -> None:
+            nonlocal cell_count
+            if not batch:
+                return
+            try:
+                rows = [{"sweep_id": sweep_id, "stack_id": maps["stack"][c["stack"]], "target_id": maps["target"][c["target"]]} for c in batch]
+            except (KeyError, TypeError):
+                raise _refused(path, "is not a gpucompat bundle (a cell names a stack or GPU class it does not hold)") from None
+            ids = conn.execute(cells.insert().returning(cells.c.id, sort_by_parameter_order=True), rows).scalars().all()
+            for table, key in ((results, "result"), (predictions, "prediction")):
+                values = [{**_row(table, c[key], path, key), "cell_id": i} for i, c in zip(ids, batch) if c.get(key) is not None]
+                if values:
+                    conn.execute(table.insert(), values)
+            figures = [{**_row(bench, f, path, "bench figure"), "cell_id": i} for i, c in zip(ids, batch)
+                       for f in (c.get("bench") if isinstance(c.get("bench"), list) else [])]
+            if figures:
+                conn.execute(bench.insert(), figures)
+            cell_count += len(batch)
+            batch.clear()
+
+        lines = _lines(path)
+        again.update(next(lines))  # the header, checked by verify()
+        for number, line in enumerate(lines, start=2):
+            record = _json(path, line, f"line {number}")
+            if not isinstance(record, dict) or len(record) != 1:
+                raise _refused(path, f"is not a gpucompat bundle (line {number} is not one record)")
+            (kind, body), = record.items()
+            if kind == "sha256":
+                if again.hexdigest() != checked["sha256"]:
+                    raise _refused(path, "changed while it was imported")
+                break
+            again.update(line)
+            if kind == "sweep":
+                flush()
+                origin = next(order)["origin"]
+                skip = origin in held
+                known += skip
+                if skip:
+                    continue
+                held.add(origin)
+                provenance = {"site": body.get("site"), "gpucompat": header.get("gpucompat"), "exported_at": header.get("exported_at"),
+                              "imported_at": time.time(), "sweep": body.get("ref"), "plan_sha256": body.get("plan_sha256"),
+                              "redacted": header.get("redacted"), "bundle_sha256": checked["sha256"],
+                              "first": body.get("provenance")}  # where an imported sweep was exported again: its first provenance
+                source_id = conn.execute(sources.insert().values(site=body["site"], origin=origin, data=provenance)).inserted_primary_key[0]
+                sweep_id = conn.execute(sweeps.insert().values(**_row(sweeps, body, path, "sweep"), source_id=source_id)).inserted_primary_key[0]
+                added.append({"id": sweep_id, "site": body["site"], "was": body.get("ref"), "name": body.get("name")})
+                maps = {"target": {}, "stack": {}}
+            elif skip:
+                continue
+            elif kind in ("target", "stack") and sweep_id is not None:
+                table = targets if kind == "target" else stacks
+                maps[kind][body.get("ref") if isinstance(body, dict) else None] = conn.execute(
+                    table.insert().values(**_row(table, body, path, kind), sweep_id=sweep_id)).inserted_primary_key[0]
+            elif kind == "cell" and sweep_id is not None and isinstance(body, dict):
+                batch.append(body)
+                if len(batch) >= _BATCH:
+                    flush()
+            else:
+                raise _refused(path, f"is not a gpucompat bundle (line {number} holds an unknown record {str(kind)[:20]!r})")
+        flush()
+    return {"path": str(path), "site": header["site"], "gpucompat": header.get("gpucompat"), "sha256": checked["sha256"],
+            "exported_at": datetime.datetime.fromtimestamp(header["exported_at"]).isoformat(timespec="seconds")
+            if isinstance(header.get("exported_at"), (int, float)) else None,
+            "added": added, "known": known, "cells": cell_count}

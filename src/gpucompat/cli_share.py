@@ -1,0 +1,85 @@
+"""The command line's share commands: `export --bundle` and `import` (cli.py registers them).
+
+Thin, as cli.py is: parse, call bundle.py, print. Apart from cli.py only so that it stays
+one room; the errors are cli.guarded's (one sentence, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .errors import UserError
+
+DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
+SOURCE_HELP = "Only the sweeps of one source: local (run here), imported (from any bundle), or a site's name."
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def chosen_sweep(store, sweep_id: int | None, source: str | None) -> int:
+    """--sweep ID, else the newest sweep (of --source, if given); a sweep that is not of --source is refused."""
+    if sweep_id is None:
+        return store.latest_sweep_id(source)
+    store.sweep(sweep_id)  # a clear error if there is no such sweep
+    if source is not None and sweep_id not in {s["id"] for s in store.list_sweeps(source)}:
+        raise UserError(f"sweep {sweep_id} is not from the source {source!r}; `gpucompat results --list` shows each sweep's source.")
+    return sweep_id
+
+
+def export(
+    bundle: Path = typer.Option(..., "--bundle", help="The bundle to write: one gzip-compressed file (e.g. mysite-2026q4.gpucompat.gz)."),
+    sweep_ids: Optional[List[int]] = typer.Option(None, "--sweep", help="A sweep to export; repeat it for more (default: every sweep run here)."),
+    site: Optional[str] = typer.Option(None, "--site", help="This site's name in the bundle (default: $GPUCOMPAT_SITE, or site = \"...\" "
+                                       "in ~/.config/gpucompat/config.toml)."),
+    keep_hosts: bool = typer.Option(False, "--keep-hosts", help="Keep host and user names, paths and environment values (default: redacted)."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Write sweeps into one file that travels: cells, verdicts, evidence, probe facts, bench figures and provenance."""
+    from .bundle import export as write_bundle
+    from .store import Store
+
+    result = write_bundle(Store(db, readonly=True), bundle, sweep_ids, site, keep_hosts)
+    if json_out:
+        _say(json.dumps(result, indent=2))
+        return
+    redacted = "host and user names, paths and environment values redacted" if result["redacted"] else "kept as they are (--keep-hosts)"
+    _say(f"wrote {result['path']}: {result['sweeps']} sweep(s), {result['cells']} cells from the site {result['site']!r} ({redacted}); "
+         f"{result['bytes']:,} bytes, sha256 {result['sha256']}")
+
+
+def import_(
+    bundle: Path = typer.Argument(..., help="A file written by `gpucompat export --bundle`."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Merge a bundle into the store, with its provenance; a sweep already there is not added again."""
+    from .bundle import merge, verify
+    from .store import Store
+
+    checked = verify(bundle)  # the whole file, before the store is opened: a refused bundle leaves it untouched
+    store = Store(db)
+    result = merge(store, checked)
+    if json_out:
+        _say(json.dumps(result, indent=2))
+        return
+    origin = f"the site {result['site']!r} (gpucompat {result['gpucompat']}, exported {result['exported_at']})"
+    if not result["added"]:
+        _say(f"nothing new: the {result['known']} sweep(s) of {bundle} from {origin} are already in {store.shown}")
+        return
+    ids = ", ".join(f"{a['id']} (was {a['was']} at {a['site']})" for a in result["added"])
+    held = f"; {result['known']} already held" if result["known"] else ""
+    _say(f"imported {len(result['added'])} sweep(s), {result['cells']} cells, from {origin} into {store.shown}: sweep {ids}{held}")
+
+
+def register(app: typer.Typer, guarded) -> None:
+    """Add the share commands to the command line (`guarded`: cli's one sentence and exit code for every error)."""
+    app.command("export")(guarded(export))
+    app.command("import")(guarded(import_))
