@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .cli_share import SOURCE_HELP, chosen_sweep, register
+from .cli_share import SOURCE_HELP, chosen_sweep, register, write_site
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Which ML stacks work on which GPUs and drivers, and why not.")
@@ -596,6 +596,7 @@ def report(
     sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
+    site: Optional[Path] = typer.Option(None, "--site", help="Instead: a static multi-page site in this directory, every stack's newest results."),
     source: Optional[str] = typer.Option(None, "--source", help=SOURCE_HELP),
 ):
     """One self-contained HTML report of a sweep: surprises first, a matrix per framework, evidence a click away."""
@@ -603,6 +604,8 @@ def report(
     from .store import Store
 
     store = Store(db, readonly=True)
+    if site is not None:
+        return write_site(store, site, source)
     sweep_id = chosen_sweep(store, sweep_id, source)
     from .bench import with_shown_version
 

@@ -1,6 +1,6 @@
-"""The command line's share commands: `export --bundle` and `import` (cli.py registers them).
+"""The command line's share commands: `export --bundle`, `import`, and `report --site` (cli.py registers them).
 
-Thin, as cli.py is: parse, call bundle.py, print. Apart from cli.py only so that it stays
+Thin, as cli.py is: parse, call bundle.py or report/site.py, print. Apart from cli.py only so that it stays
 one room; the errors are cli.guarded's (one sentence, exit 2).
 """
 
@@ -77,6 +77,21 @@ def import_(
     ids = ", ".join(f"{a['id']} (was {a['was']} at {a['site']})" for a in result["added"])
     held = f"; {result['known']} already held" if result["known"] else ""
     _say(f"imported {len(result['added'])} sweep(s), {result['cells']} cells, from {origin} into {store.shown}: sweep {ids}{held}")
+
+
+def write_site(store, directory: Path, source: str | None) -> None:
+    """report --site DIR: every page of the static site, from the newest results of the store (of one source, if given)."""
+    from .bench import present
+    from .report.site import write
+
+    rows = store.result_rows(None, source)
+    if not rows:
+        raise UserError(f"no results {f'from the source {source!r} ' if source else ''}are stored in {store.shown}; nothing to publish.")
+    cells = {r["cell_id"] for r in rows}
+    figures = [present(r) for r in store.bench_rows(None) if r["cell"] in cells]
+    result = write(directory, rows, figures, "GPU software compatibility", source)
+    sys.stderr.write(f"wrote {result['pages']} pages under {result['directory']}: {result['stacks']} stacks on {result['gpu_classes']} "
+                     f"GPU classes ({result['cells']} newest results) in {result['seconds']} s\n")
 
 
 def register(app: typer.Typer, guarded) -> None:

@@ -1,0 +1,218 @@
+"""`gpucompat report --site DIR`: a static compatibility site from a store, to publish as it is.
+
+Pages (templates/site/): `index.html`, a matrix of frameworks x GPU classes counting the stacks that are
+valid, invalid and untested there (each stack's newest result on each class), and every stack listed; one
+page per stack (`stack-*.html`) with its verdict on each GPU class, the evidence a click away, its bench
+figures and how to install it (answers.advise's install command, or its image); one page per GPU class
+(`gpu-*.html`) with every stack's verdict there. Jinja2 escapes every value; a Content-Security-Policy
+forbids every fetch, so the site needs no network to view; it is whole without JavaScript (a small inline
+script only filters the index's list). A second run replaces the pages of the first; a directory that
+holds other files is refused.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from .. import __version__
+from ..errors import UserError
+from ..model import PASS, UNTESTED
+from .bench import display as bench_display
+from ..analysis import shown_python, shown_version
+from .rows import display_row
+
+MARKER = ".gpucompat-site"  # in a directory the site wrote: its pages may be replaced
+STATUS = {"valid": "valid", "invalid": "invalid", "untested": "untested"}
+EVIDENCE_CHARS = 4000
+
+
+def _slug(kind: str, text: str) -> str:
+    """A file name for a page: readable, and unique by a digest of the whole text."""
+    readable = re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.")[:60] or "x"
+    return f"{kind}-{readable}-{hashlib.sha256(text.encode()).hexdigest()[:8]}.html"
+
+
+def _status(row: dict) -> str:
+    if row["code"] == PASS:
+        return "valid"
+    return "untested" if row["code"] in (UNTESTED, "PENDING") else "invalid"
+
+
+def _stack_key(row: dict) -> tuple:
+    return (row["framework"], row["version"], row["variant"], row["python"], row["env"], row.get("image") or "")
+
+
+def _stack_label(key: tuple) -> str:
+    framework, version, variant, python, env, image = key
+    return f"{framework} {version} [{variant}] py{python} {env}" + (f" {image}" if image else "")
+
+
+def _release(version: str) -> tuple:
+    """A version's numbers, to sort by ('2.5.1+cu121' -> (2, 5, 1); a version without numbers sorts last)."""
+    return tuple(int(n) for n in re.findall(r"[0-9]+", version.split("+")[0])[:4]) or (-1,)
+
+
+def newest(raw_rows: list[dict], cells: dict | None = None) -> list[dict]:
+    """Each stack's newest result on each GPU class (the newest verdict; an untested or pending cell only where there is
+    none), as display rows with their evidence as text. cells, if given, gets every cell's (stack, sweep time, sweep, source)."""
+    best: dict[tuple, tuple] = {}
+    for raw in raw_rows:
+        code = raw["code"]
+        stack = (raw["framework"], shown_version(raw), raw["variant"], shown_python(raw), raw["env"], raw.get("image") or "")
+        key = (stack, raw["gpu"], raw["cc"] or "")
+        if cells is not None:
+            cells[raw["cell_id"]] = (stack, raw.get("created_at") or 0, raw.get("sweep_id"), raw.get("source") or "local")
+        # a verdict before a cell that could not be tested (no verdict, README), both before one still pending
+        rank = (code is not None and code != UNTESTED, code is not None, raw.get("created_at") or 0, raw["cell_id"])
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, raw)
+    shown = []
+    for _rank, raw in best.values():
+        row = display_row(raw)
+        evidence = raw.get("evidence") or {}
+        row["evidence_text"] = json.dumps(evidence, indent=1, sort_keys=True, default=str)[:EVIDENCE_CHARS] if evidence else ""
+        row["status"] = _status(row)
+        row["when"] = _day(row.get("created_at"))
+        shown.append(row)
+    return shown
+
+
+def _day(timestamp) -> str:
+    return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d") if timestamp else ""
+
+
+def _how_to_use(stack: tuple, passed: list[dict], cache: dict) -> list[dict]:
+    """One line per GPU class where the stack passed: what to install (advise's command), or the image to run."""
+    from ..answers.advise import image_line, install_command
+
+    framework, version, variant, _python, env, image = stack
+    if env == "container":
+        what = f"a container stack: {image_line(image)}" if image else ""
+    elif env == "current":
+        what = f"as installed in an interpreter with {framework} {version}; to build it anew, see `gpucompat advise {framework}`"
+    else:
+        if (framework, version, variant) not in cache:
+            try:
+                cache[(framework, version, variant)] = install_command(framework, version, variant)
+            except Exception:  # noqa: BLE001 - a stack the knowledge cannot name a command for still gets its page
+                cache[(framework, version, variant)] = ""
+        what = cache[(framework, version, variant)]
+        if what and env == "conda":
+            what = f"{what}  (tested as a conda stack; `gpucompat advise {framework} --format conda` writes its environment.yml)"
+    if not what:
+        return []
+    return [{"gpu": r["gpu"], "cc": r["cc"], "driver": r["driver"], "command": what, "source": r.get("source") or "local",
+             "gpu_page": r["gpu_page"]} for r in passed]
+
+
+def _counts(rows: list[dict]) -> dict:
+    return {s: sum(1 for r in rows if r["status"] == s) for s in STATUS}
+
+
+def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None) -> dict:
+    """Everything the pages show, from Store.result_rows(None) and bench.present()'s rows of Store.bench_rows(None)."""
+    every: dict[int, tuple] = {}
+    rows = newest(raw_rows, every)
+    classes = sorted({(r["gpu"], r["cc"]) for r in rows}, key=lambda g: (_release(g[1] or ""), g[0]), reverse=True)
+    gpu_pages = {g: _slug("gpu", f"{g[0]} cc{g[1]}") for g in classes}
+    column = {g: i for i, g in enumerate(classes)}
+    stacks: dict[tuple, list[dict]] = {}
+    grid: dict[tuple, list[dict]] = {}  # (framework, GPU class) -> its rows
+    for row in rows:
+        stacks.setdefault(_stack_key(row), []).append(row)
+        grid.setdefault((row["framework"], (row["gpu"], row["cc"])), []).append(row)
+        row["gpu_page"] = gpu_pages[(row["gpu"], row["cc"])]
+    frameworks = sorted({key[0] for key in stacks})
+    # frameworks A-Z, each newest version first
+    order = sorted(stacks, key=lambda k: (k[0], tuple(-x for x in _release(k[1])), k[1:]))
+    figures: dict[tuple, dict] = {}  # each stack's newest figure of each measurement on each GPU class, from whichever sweep took it
+    for figure in bench_rows:
+        if figure["cell"] in every:
+            stack, when, sweep, source = every[figure["cell"]]
+            key = (stack, figure["gpu"], figure["cc"], figure["measurement"], figure["dtype"], figure.get("processes") or 1)
+            if key not in figures or (when, figure["cell"]) > figures[key][0]:
+                figures[key] = ((when, figure["cell"]), {**bench_display(figure), "sweep": sweep, "source": source, "when": _day(when)})
+    by_stack: dict[tuple, list[dict]] = {}
+    for key, (_when, shown) in sorted(figures.items(), key=lambda item: (item[0][1], item[0][2], item[0][3], item[0][4], item[0][5])):
+        by_stack.setdefault(key[0], []).append(shown)
+    commands: dict = {}
+    stack_pages = []
+    for key in order:
+        mine = sorted(stacks[key], key=lambda r: column[(r["gpu"], r["cc"])])
+        label = _stack_label(key)
+        stack_pages.append({"key": key, "label": label, "file": _slug("stack", label), "framework": key[0], "version": key[1],
+                            "variant": key[2], "python": key[3], "env": key[4], "image": key[5], "rows": mine, "counts": _counts(mine),
+                            "figures": by_stack.get(key, []),
+                            "use": _how_to_use(key, [r for r in mine if r["status"] == "valid"], commands)})
+        for r in mine:
+            r["stack_page"] = stack_pages[-1]["file"]
+    matrix = []
+    for framework in frameworks:
+        line = {"framework": framework, "cells": []}
+        for g in classes:
+            here = grid.get((framework, g), [])
+            counts = _counts(here)
+            state = "none" if not here else ("valid" if counts["valid"] == len(here) else "mixed" if counts["valid"] else
+                                             "untested" if counts["untested"] == len(here) else "invalid")
+            line["cells"].append({"counts": counts, "state": state, "page": gpu_pages[g], "anchor": f"fw-{framework}"})
+        matrix.append(line)
+    rank = {p["key"]: i for i, p in enumerate(stack_pages)}
+    gpus = []
+    for g in classes:
+        sections = [{"framework": f, "anchor": f"fw-{f}", "rows": sorted(grid[(f, g)], key=lambda r: rank[_stack_key(r)])}
+                    for f in frameworks if (f, g) in grid]
+        here = [r for section in sections for r in section["rows"]]
+        gpus.append({"name": g[0], "cc": g[1], "file": gpu_pages[g], "sections": sections, "counts": _counts(here),
+                     "drivers": sorted({r["driver"] for r in here if r["driver"]})})
+    return {"title": title, "source": source, "sources": sorted({r.get("source") or "local" for r in rows}),
+            "classes": [{"name": g[0], "cc": g[1], "file": gpu_pages[g]} for g in classes],
+            "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": _counts(rows),
+            "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__}
+
+
+def _prepare(directory: Path) -> None:
+    """A new or empty directory, or one this site wrote before (its old pages are removed); else refused."""
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"--site {directory} is a file; give a directory (new, empty, or a site gpucompat wrote).")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not (directory / MARKER).is_file():
+            raise UserError(f"--site {directory} holds files gpucompat did not write; give a new or empty directory, or the site's own.")
+        for old in directory.iterdir():
+            if old.is_file() and (old.name == "index.html" or re.fullmatch(r"(stack|gpu)-[A-Za-z0-9._-]+\.html", old.name)):
+                old.unlink()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / MARKER).write_text("written by gpucompat report --site; its pages are replaced by the next run\n")
+    except OSError as exc:
+        raise UserError(f"cannot write the site into {directory}: {exc.strerror or exc}.") from None
+
+
+def write(directory: Path, raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None) -> dict:
+    """Render every page into directory; how many pages, cells, and the seconds it took."""
+    began = time.perf_counter()
+    directory = Path(directory)
+    site = build(raw_rows, bench_rows, title, source)
+    _prepare(directory)
+    environment = Environment(loader=PackageLoader("gpucompat.report", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                              trim_blocks=True, lstrip_blocks=True)
+    pages = [("index.html", "site/index.html.j2", {})]
+    pages += [(p["file"], "site/stack.html.j2", {"stack": p}) for p in site["stacks"]]
+    pages += [(g["file"], "site/gpu.html.j2", {"gpu": g}) for g in site["gpus"]]
+    try:
+        for name, template, extra in pages:
+            text = environment.get_template(template).render(site=site, **extra)
+            temporary = directory / f".{name}.part"
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, directory / name)
+    except OSError as exc:
+        raise UserError(f"cannot write the site into {directory}: {exc.strerror or exc}.") from None
+    return {"directory": str(directory), "pages": len(pages), "stacks": len(site["stacks"]), "gpu_classes": len(site["gpus"]),
+            "cells": site["cells"], "seconds": round(time.perf_counter() - began, 2)}

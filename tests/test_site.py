@@ -1,0 +1,172 @@
+"""`gpucompat report --site DIR`: the static compatibility site, from real GPU stores (docs/evidence) joined by bundles,
+with a stack and a GPU class named in HTML; escaped, offline, whole without JavaScript, and driven in a real Chromium.
+
+GPUCOMPAT_SCREENSHOTS=docs writes the screenshots the README shows (docs/site-index.png, docs/site-stack.png).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from markupsafe import escape
+
+from conftest import REPO, run_cli
+from gpucompat.answers.advise import install_command
+from gpucompat.model import Observation, Outcome, ResolvedStack, Stack, Target
+from gpucompat.store import Store
+
+EVIDENCE = REPO / "docs" / "evidence"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(2)>"
+LOCAL_LINK = re.compile(r'(?:src|href)="(?!(?:stack|gpu)-[A-Za-z0-9._-]+\.html(?:#[A-Za-z0-9._-]+)?"|index\.html"|#)')
+
+
+def _predict(resolved, target):
+    return {"verdict": "pass" if resolved.stack.version == "2.5.1" else "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []}
+
+
+def _hostile_sweep(url: str) -> None:
+    """A sweep run here whose names are HTML: a stack version with a <script>, a GPU class with an <img onerror>."""
+    store = Store(url)
+    stacks = [ResolvedStack(Stack("torch", "2.5.1", "cu121", "3.12", "uv"), True, cuda_runtime="12.1"),
+              ResolvedStack(Stack("torch", SCRIPT, "default", "3.12", "uv"), True)]
+    targets = [Target("NVIDIA H100 80GB HBM3", "9.0", "580.159.04", count=1), Target(IMG, "8.0", "535.104.05", count=1)]
+    sweep = store.create_sweep("<b>night</b>", "sweep", "", None, {}, targets, stacks, _predict)
+    for cell in store.cells_of(sweep):
+        if cell.stack.version == "2.5.1" and cell.target.cc == "9.0":
+            store.record_result(cell.id, Outcome("PASS", "compute", "ran matmul on the GPU"), Observation({}, duration_s=2.0))
+        else:
+            store.record_result(cell.id, Outcome("COMPUTE_ERROR", "compute", f"RuntimeError: {SCRIPT}", {"stderr_tail": f"</pre>{SCRIPT}"}),
+                                Observation({}))
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """A store as a site would hold one: an H200 sweep run here, an H100 bench sweep and GPU-state checks imported from
+    two other sites, and the hostile sweep; and the site written from it."""
+    tmp = tmp_path_factory.mktemp("site")
+    shutil.copyfile(EVIDENCE / "knowledge-h200" / "knowledge.db", tmp / "store.db")
+    url = f"sqlite:///{tmp / 'store.db'}"
+    for name, db in (("h100-lab", EVIDENCE / "bench-h100" / "bench.db"), ("state-lab", EVIDENCE / "gpu-state-h100" / "gpu-state.db")):
+        shutil.copyfile(db, tmp / f"{name}.db")
+        run_cli("export", "--db", f"sqlite:///{tmp / name}.db", "--bundle", str(tmp / f"{name}.gz"), "--site", name, check=0)
+        run_cli("import", str(tmp / f"{name}.gz"), "--db", url, check=0)
+    _hostile_sweep(url)
+    proc = run_cli("report", "--db", url, "--site", str(tmp / "site"), check=0)
+    assert re.search(r"wrote \d+ pages under .*: \d+ stacks on 4 GPU classes", proc.stderr), proc.stderr
+    return url, tmp / "site"
+
+
+def _pages(site: Path) -> dict[str, str]:
+    return {p.name: p.read_text(encoding="utf-8") for p in site.glob("*.html")}
+
+
+def _stack_page(site: Path, label: str) -> str:
+    index = (site / "index.html").read_text(encoding="utf-8")
+    return re.search(r'<a href="(stack-[^"]+)">' + re.escape(str(escape(label))) + "</a>", index).group(1)
+
+
+def test_every_value_is_escaped_and_nothing_is_fetched(published):
+    _url, site = published
+    pages = _pages(site)
+    assert "index.html" in pages and sum(n.startswith("stack-") for n in pages) >= 8 and sum(n.startswith("gpu-") for n in pages) == 4
+    for name, text in pages.items():
+        assert SCRIPT not in text and "<img src=x" not in text and "<b>night" not in text, name
+        assert not LOCAL_LINK.search(text), (name, LOCAL_LINK.search(text).group(0))  # only the site's own pages are linked
+        assert "default-src 'none'" in text  # the browser fetches nothing, whatever a value holds
+    hostile = pages[_stack_page(site, f"torch {SCRIPT} [default] py3.12 uv")]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in hostile and "&lt;img src=x onerror=alert(2)&gt;" in hostile
+    assert pages["index.html"].count("<script>") == 1  # the filter's own, and nothing stored
+
+
+def test_the_index_matrix_counts_the_newest_result_of_each_stack(published):
+    _url, site = published
+    index = (site / "index.html").read_text(encoding="utf-8")
+    matrix = index[index.index('id="matrix"'):index.index("</table>", index.index('id="matrix"'))]
+    torch = re.search(r'<tr data-framework="torch">(.*?)</tr>', matrix, re.S).group(1)
+    # torch on the H100: the bench sweeps' stack passed, the hostile sweep's 2.5.1 passed, its <script> one failed
+    counts = re.findall(r'<td class="count (\w+)">(?:<a [^>]*>(\d+) / (\d+) / (\d+)</a>|–)', torch)
+    assert ("mixed", "2", "1", "0") in counts and any(c[0] == "invalid" for c in counts)
+    for framework in ("cuda-runtime", "cupy", "jax", "tensorflow", "torch"):
+        assert f'<tr data-framework="{framework}">' in matrix
+
+
+def test_a_stack_page_says_how_to_use_it_here_with_its_evidence_and_bench_figures(published):
+    _url, site = published
+    page = (site / _stack_page(site, "torch 2.5.1 [cu121] py3.12 uv")).read_text(encoding="utf-8")
+    assert f"<code class=\"command\">{escape(install_command('torch', '2.5.1', 'cu121'))}</code>" in page
+    assert "--index-url https://download.pytorch.org/whl/cu121" in page  # the variant's index, as `advise` writes it
+    bench = sorted(n for n, text in _pages(site).items() if n.startswith("stack-") and "<h2>Bench figures</h2>" in text)
+    assert len(bench) == 5, "the H100 bench sweep's figures are on its five stacks' pages"
+    text = (site / next(n for n in bench if n.startswith("stack-torch"))).read_text(encoding="utf-8")
+    # its newest figures, from the bench sweep imported from h100-lab, though a newer check (state-lab) gave its verdict
+    assert "<td>matmul</td>" in text and "TFLOP/s" in text and "(h100-lab)" in text and "(state-lab)" in text
+
+
+def test_the_source_filter_and_a_second_run(published, tmp_path):
+    url, _site = published
+    only = tmp_path / "only"
+    run_cli("report", "--db", url, "--site", str(only), "--source", "h100-lab", check=0)
+    pages = _pages(only)
+    assert all("h100-lab" in text for name, text in pages.items() if name.startswith("stack-"))
+    assert not any(SCRIPT in text or "&lt;script&gt;alert" in text for text in pages.values())
+    run_cli("report", "--db", url, "--site", str(only), check=0)  # the site's own directory: its pages replaced
+    assert len(_pages(only)) > len(pages) and (only / ".gpucompat-site").is_file()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    proc = run_cli("report", "--db", url, "--site", str(other))
+    assert proc.returncode == 2 and "holds files gpucompat did not write" in proc.stderr and (other / "notes.txt").read_text() == "mine"
+    assert run_cli("report", "--db", url, "--site", str(tmp_path / "x"), "--source", "nowhere").returncode == 2
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium on PATH (.ci/run installs Debian's chromium)")
+def test_the_site_in_headless_chromium(published, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is part of the test extra")
+    _url, site = published
+    shots = REPO / "docs" if os.environ.get("GPUCOMPAT_SCREENSHOTS") == "docs" else tmp_path
+    requests, dialogs = [], []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("request", lambda request: requests.append(request.url))
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto((site / "index.html").as_uri())
+        assert page.locator("table.matrix tr[data-framework]").count() == 5
+        assert page.locator("table.matrix th.gpu").count() == 4
+        assert IMG in page.locator("table.matrix").inner_text()  # the GPU class's name, as text
+        page.screenshot(path=str(shots / "site-index.png"), full_page=True)
+        # the filter: a small script; the words narrow the list
+        box = page.locator("#filter")
+        assert box.is_visible()
+        box.fill("script")
+        visible = page.locator("#stacks tr[data-framework]:visible")
+        assert visible.count() == 1 and SCRIPT in visible.inner_text()
+        visible.locator("a").click()
+        assert page.locator("h1.stack-name").inner_text() == f"torch {SCRIPT} [default] py3.12 uv"  # shown as text, never run
+        assert SCRIPT in page.locator("table.verdicts").inner_text()
+        # a stack that works: how to install it, its evidence a click away, its bench figures
+        bench_page = next(n for n in sorted(os.listdir(site)) if n.startswith("stack-torch") and "Bench figures" in (site / n).read_text())
+        page.goto((site / bench_page).as_uri())
+        evidence = page.locator("table.verdicts details:has(pre)").first
+        assert not evidence.locator("pre").is_visible()
+        evidence.locator("summary").click()
+        assert evidence.locator("pre").is_visible()
+        assert page.locator("table.bench tr").count() > 1 and page.locator("ul.use li").count() >= 1
+        page.screenshot(path=str(shots / "site-stack.png"), full_page=True)
+        # without JavaScript: every stack listed, no filter box
+        context = browser.new_context(java_script_enabled=False)
+        plain = context.new_page()
+        plain.goto((site / "index.html").as_uri())
+        assert not plain.locator("#filter").is_visible()
+        assert plain.locator("#stacks tr[data-framework]:visible").count() == len([n for n in os.listdir(site) if n.startswith("stack-")])
+        browser.close()
+    assert not dialogs and all(url.startswith("file://") for url in requests), (dialogs, requests)
+    assert (shots / "site-index.png").stat().st_size > 10_000 and (shots / "site-stack.png").stat().st_size > 10_000
