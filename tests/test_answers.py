@@ -403,6 +403,14 @@ def test_a_machine_without_a_gpu_asks_for_one_in_one_sentence(tmp_path):
         assert proc.stderr.count("\n") == 1
 
 
+def test_a_pool_that_cannot_be_discovered_is_one_sentence(tmp_path):
+    if not _here_has_a_gpu():
+        local = run_cli("explain", "torch==2.4.1", "--pool", "local", "--db", f"sqlite:///{tmp_path / 'e.db'}")
+        assert local.returncode == 2 and "local discovery found no GPU class" in local.stderr
+    else:
+        pytest.skip("this machine has a GPU, so local discovery finds a class")
+
+
 FIVE_CLASSES = """name = "site"
 executor = "slurm"
 [[targets]]

@@ -28,7 +28,7 @@ def pool_targets(pool: str) -> tuple[str, list[Target], str]:
     if pool in EXECUTORS:
         from ..executors import discover
 
-        return pool, list(discover(pool)), f"{pool} discovery"
+        return pool, _found(pool, discover(pool)), f"{pool} discovery"
     path = Path(pool)
     if path.suffix != ".toml" or not path.is_file():
         raise UserError(f"--pool {pool[:60]!r} is neither a pool ({', '.join(EXECUTORS)}) nor a plan file (PLAN.toml) that exists.")
@@ -37,7 +37,15 @@ def pool_targets(pool: str) -> tuple[str, list[Target], str]:
         return spec.executor, list(spec.targets), f"the [[targets]] of {path.name}"
     from ..executors import discover
 
-    return spec.executor, list(discover(spec.executor)), f"{spec.executor} discovery (targets = \"{spec.targets}\" in {path.name})"
+    return spec.executor, _found(spec.executor, discover(spec.executor)), f"{spec.executor} discovery (targets = \"{spec.targets}\" in {path.name})"
+
+
+def _found(executor: str, targets: list[Target]) -> list[Target]:
+    """The discovered classes; local discovery's placeholder for a machine without a GPU is none."""
+    found = [t for t in targets if t.count or executor != "local"]
+    if not found:
+        raise UserError(f"{executor} discovery found no GPU class, so there is nothing to answer for; give --gpu and --driver instead of --pool.")
+    return found
 
 
 def class_driver(target: Target, assumed: str | None) -> tuple[str | None, str]:

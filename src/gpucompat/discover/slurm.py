@@ -69,5 +69,5 @@ def discover() -> list[Target]:
     command = ["scontrol", "show", "node", "-o"]
     proc = run_command(command, 60, "a Slurm submit host")
     if proc.returncode != 0:
-        raise UserError(f"{shlex.join(command)} failed: {proc.stderr.strip()[:300]}")
+        raise UserError(f"{shlex.join(command)} failed: {' '.join(proc.stderr.split())[:300]}")  # one line, however many scontrol wrote
     return classes_from_nodes(proc.stdout)

@@ -164,7 +164,7 @@ POOL_STEPS = [Step("count"), Step("cc", into="name"), Step("observed")]
 def pool_view(result: dict, wide: bool = False) -> list:
     """`explain SPEC --pool`: one row per GPU class, then how to ask the scheduler for the classes that pass."""
     classes = result["classes"]
-    head = Text.assemble(f"{result['spec']} on the {len(classes)} GPU classes of {result['origin']}: ",
+    head = Text.assemble(f"{result['spec']} on the {len(classes)} GPU class{'es' if len(classes) != 1 else ''} of {result['origin']}: ",
                          (f"{result['passing']} of {len(classes)} pass", VERDICT_STYLE[result["verdict"]]))
     columns = [
         Col("name", "GPU class", [Text(c["name"] + (f" ({c['gres']})" if c["gres"] else "")) for c in classes], "words", 12),
