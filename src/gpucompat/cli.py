@@ -342,8 +342,8 @@ def _print_bench(store, sweep_id: int, fmt: str, wide: bool, defaulted: bool = F
 @app.command()
 @guarded
 def explain(
-    spec: Optional[List[str]] = typer.Argument(None, help="What to ask about, as people write it: torch==2.4.1, 'torch 2.4', torch==2.4 "
-                                              "(the newest 2.4.x), pytorch, tf, tensorflow-gpu, jax[cuda12]==0.4.30, cupy-cuda12x, "
+    spec: Optional[List[str]] = typer.Argument(None, metavar="SPEC", help="What to ask about, as people write it: torch==2.4.1, 'torch 2.4', "
+                                              "torch==2.4 (the newest 2.4.x), pytorch, tf, tensorflow-gpu, jax\\[cuda12]==0.4.30, cupy-cuda12x, "
                                               "nvidia-cuda-runtime-cu12==12.4.127, cuda-runtime==12.4 ..."),
     gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it, e.g. 'NVIDIA A100-SXM4-40GB' (default: this machine's)."),
     cc: Optional[str] = typer.Option(None, help="Compute capability instead of a name, e.g. 8.0."),
