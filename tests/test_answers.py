@@ -551,3 +551,34 @@ def test_values_from_users_are_never_read_as_markup(tmp_path):
     plan = write(tmp_path / "[red]site.toml", FIVE_CLASSES.replace('"NVIDIA B200"', '"[blink]B200[/]"'))
     shown = run_cli("explain", "torch==2.4.1", "--pool", str(plan), "--db", f"sqlite:///{tmp_path / 'e.db'}", env={"COLUMNS": "200"}, check=0)
     assert "[red]site.toml" in shown.stdout and "[blink]B200[/]" in shown.stdout
+
+
+# -- hostile input: one sentence or an answer, never an internal error --------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LINE = st.one_of(st.sampled_from(["torch==2.4.1", "jax[cuda12]==0.4.30", "nvidia-cudnn-cu11==8.9.4.25", "-r", "--index-url",
+                                  "cupy>=13", "- pip:", "dependencies:", "[[package]]", 'name = "torch"', "version = 1", "pytorch=2.4.1=cuda12",
+                                  "  - cuda-version=12.4", "\\", "# x", "torch @ https://x/torch-2.4.1%2Bcu118-cp311-cp311-linux_x86_64.whl"]),
+                 st.text(max_size=40))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(["requirements.txt", "uv.lock", "pylock.toml", "environment.yml"]), lines=st.lists(LINE, max_size=12))
+def test_any_file_text_is_an_answer_or_one_sentence(name, lines):
+    try:
+        parsed = lockfiles.parse("\n".join(lines), name, Path("/nonexistent"))
+        judge(parsed, H100, "3.11")
+    except UserError as exc:
+        assert "\n" not in str(exc).strip() and len(str(exc)) < 600
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.one_of(st.sampled_from(["torch", "2.4", "==", "jax[cuda12]", "tf", ">=2.4", "cupy-cuda12x", "pytorch==2.1"]),
+                                st.text(max_size=30)), max_size=3))
+def test_any_question_is_an_answer_or_one_sentence(words):
+    try:
+        explain(words, None, "9.0", "535.104.05")
+    except UserError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 600

@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ..errors import UserError
 from ..knowledge.rules import FAIL, PASS, UNCERTAIN, Reason, combine, predict_stack
 from ..knowledge.wheels import cuda_wheel, cupy_rule, in_toolkit, jax_plugin_rule, majors_rule, pin_rule, wheel_rule
 from ..space import PYTORCH_INDEX
 from .lockfiles import Parsed, Pin
 from .nearest import nearest_yes, release_of
-from .questions import read, spec_text
+from .questions import Question, read, spec_text
 
 TORCH_INDEX = re.compile(re.escape(PYTORCH_INDEX.split("{")[0]) + r"(?P<variant>cu[0-9]{2,3}|cpu|rocm[0-9.]+)", re.ASCII)
 _JAX_PLUGIN = re.compile(r"jax-(cuda[0-9]{2})-(plugin|pjrt)", re.ASCII)
@@ -78,7 +79,11 @@ def _version_words(pin: Pin, name: str) -> str:
 
 
 def _framework_row(pin: Pin, framework_name: str, variant: str | None, where: dict, python: str | None, extra: list[str]) -> tuple[dict, object, object]:
-    question = read(_version_words(pin, framework_name), exact=True)
+    try:
+        question = read(_version_words(pin, framework_name), exact=True)
+    except UserError as exc:  # a range no release the knowledge holds satisfies: this package is uncertain, the file still answered
+        prediction = combine([Reason("release", UNCERTAIN, str(exc).rstrip("."), "")], {})
+        return _row(pin, pin.typed, prediction, extra), Question(pin.typed, framework_name, None, variant), prediction
     variant = variant or question.variant
     release = release_of(question.framework, question.version, variant) if variant else question.version
     prediction = predict_stack(question.framework, release, variant, where["cc"], where["driver"], python)
@@ -102,7 +107,7 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
         cuda = prediction.resolved.get("cuda_runtime")
         if cuda and variant != "cpu":
             majors.append((f"torch {question.version} ({prediction.resolved.get('variant', variant)})", int(cuda.split(".")[0])))
-        if variant == "default" and not torch.conda:
+        if variant == "default" and not torch.conda and question.version:
             set_reasons += [r for r in (pin_rule(question.version, p.name, p.version) for p in parsed.pins if p.version) if r]
     tf = next((pins[n] for n in TF_NAMES if n in pins), None)
     if tf is not None:
