@@ -16,6 +16,7 @@ import sqlite3
 import pytest
 
 from conftest import REPO, run_cli
+from test_postgres import postgres_url  # noqa: F401  (its PostgreSQL server, for the one test here that imports into one)
 from gpucompat.store import SCHEMA_VERSION, Store
 
 EVIDENCE = REPO / "docs" / "evidence"
@@ -277,4 +278,27 @@ def test_an_older_store_is_upgraded_and_a_newer_one_refused(tmp_path, exported):
     before = _dump(into)
     proc = run_cli("import", str(kept), "--db", into)
     assert proc.returncode == 2 and f"schema version {SCHEMA_VERSION + 1}, newer than this gpucompat understands" in proc.stderr
+    assert _dump(into) == before
+
+
+
+@pytest.mark.integration
+def test_a_bundle_into_postgresql(postgres_url, exported):
+    """The same import into Debian's PostgreSQL (started as tests/test_postgres.py does): the same results, and once only."""
+    db, kept, _redacted = exported
+    first = run_cli("import", str(kept), "--db", postgres_url, check=0).stdout
+    assert "imported 2 sweep(s), 10 cells" in first
+    listed = lambda: [s["id"] for s in json.loads(run_cli("results", "--db", postgres_url, "--list", "--json", "--source", "h100-lab", check=0).stdout)]  # noqa: E731
+    ids = listed()
+    assert len(ids) == 2 and _results(postgres_url, ids[-1]) == _results(db, 2)
+    assert "nothing new" in run_cli("import", str(kept), "--db", postgres_url, check=0).stdout and listed() == ids
+
+
+def test_an_imported_sweep_is_never_resumed_here(tmp_path, exported):
+    _db, kept, _redacted = exported
+    into = f"sqlite:///{tmp_path / 'into.db'}"
+    run_cli("import", str(kept), "--db", into, check=0)
+    before = _dump(into)
+    proc = run_cli("sweep", "--resume", "2", "--db", into)
+    assert proc.returncode == 2 and "sweep 2 was imported from 'h100-lab'" in proc.stderr and "never resumed" in proc.stderr
     assert _dump(into) == before

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .cli_share import SOURCE_HELP, chosen_sweep, register, write_site
+from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Which ML stacks work on which GPUs and drivers, and why not.")
@@ -178,7 +178,7 @@ def sweep(
         if workdir is not None:
             check_path(workdir, "--workdir")
         store = Store(db)
-        store.sweep(resume)  # a clear error if there is no such sweep
+        resumable(store, resume)  # a clear error if there is no such sweep, or it was imported from another site
         sweep_id = resume
         lock = pipeline.SweepLock(store, sweep_id)  # before anything else: another gpucompat may be running it
         if workdir is not None:

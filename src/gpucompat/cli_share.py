@@ -33,6 +33,15 @@ def chosen_sweep(store, sweep_id: int | None, source: str | None) -> int:
     return sweep_id
 
 
+def resumable(store, sweep_id: int) -> None:
+    """sweep --resume: only a sweep run here; an imported one ran on another site's GPUs, and is read, never run, here."""
+    source = store.sweep(sweep_id).get("source_id")  # a clear error if there is no such sweep
+    if source is not None:
+        site = next((s["source"] for s in store.list_sweeps("imported") if s["id"] == sweep_id), "another site")
+        raise UserError(f"sweep {sweep_id} was imported from {site!r}: its cells ran on that site's GPUs, so it is read here, never resumed; "
+                        "run a sweep of your own with its plan.")
+
+
 def export(
     bundle: Path = typer.Option(..., "--bundle", help="The bundle to write: one gzip-compressed file (e.g. mysite-2026q4.gpucompat.gz)."),
     sweep_ids: Optional[List[int]] = typer.Option(None, "--sweep", help="A sweep to export; repeat it for more (default: every sweep run here)."),
