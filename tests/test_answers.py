@@ -342,12 +342,18 @@ def test_a_binary_file_is_refused(tmp_path):
     assert proc.returncode == 2 and "not UTF-8 text" in proc.stderr
 
 
-def test_a_300_line_requirements_file_answers_in_under_a_second(tmp_path):
+def _benchmark():
+    """benchmarks/answers_speed.py, whose files the speed tests reuse."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("answers_speed", REPO / "benchmarks" / "answers_speed.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_a_300_line_requirements_file_answers_in_under_a_second(tmp_path):
+    bench = _benchmark()
     path = write(tmp_path / "requirements.txt", bench.requirements_file(300))
     began = time.perf_counter()
     result = ask(None, str(path), None, "H100 PCIe", None, "535.104.05", None)
@@ -484,11 +490,7 @@ def test_htcondor_and_kubernetes_classes_get_their_own_requests():
 
 
 def test_fifty_classes_answer_in_under_a_second(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("answers_speed", REPO / "benchmarks" / "answers_speed.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _benchmark()
     plan = write(tmp_path / "plan50.toml", bench.plan_file(50))
     began = time.perf_counter()
     result = ask("torch==2.4.1", None, str(plan), None, None, None, None, None, [])

@@ -169,34 +169,34 @@ def _nested(value: str, where: str, number: int, base: Path | None, depth: int, 
 
 # -- lock files ------------------------------------------------------------------------------------
 
-def uv_lock(text: str, where: str) -> Parsed:
+def _lock_tables(text: str, where: str, key: str, marker: str, kind: str) -> tuple[Parsed, list[tuple[dict, str | None]]]:
+    """A TOML lock file's package tables (each with its version), checked: `marker` is the top-level key that says what it is."""
     data = _toml(text, where)
-    packages = data.get("package")
-    if not isinstance(packages, list) or "version" not in data:
-        raise UserError(f"{where} is not a uv.lock: it has no top-level version and [[package]] tables.")
-    parsed = Parsed("uv.lock", [], lines=len(text.splitlines()))
+    packages = data.get(key)
+    if not isinstance(packages, list) or marker not in data:
+        raise UserError(f"{where} is not a {kind}: it has no top-level {marker} and [[{key}]] tables.")
+    tables = []
     for item in packages:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise UserError(f"{where}: a [[package]] table without a name.")
+            raise UserError(f"{where}: a [[{key}]] table without a name.")
+        tables.append((item, item.get("version") if isinstance(item.get("version"), str) else None))
+    return Parsed(kind.split(" ")[0], [], lines=len(text.splitlines())), tables
+
+
+def uv_lock(text: str, where: str) -> Parsed:
+    parsed, tables = _lock_tables(text, where, "package", "version", "uv.lock")
+    for item, version in tables:
         source = item.get("source") if isinstance(item.get("source"), dict) else {}
         if "editable" in source or "virtual" in source:
             continue  # the project itself
-        version = item.get("version") if isinstance(item.get("version"), str) else None
         parsed.pins.append(Pin(normalize(item["name"]), f"{item['name']} {version or ''}".strip(), 0, version=version,
                                index=source.get("registry") if isinstance(source.get("registry"), str) else None))
     return _one_each(parsed)
 
 
 def pylock(text: str, where: str) -> Parsed:
-    data = _toml(text, where)
-    packages = data.get("packages")
-    if not isinstance(packages, list) or "lock-version" not in data:
-        raise UserError(f"{where} is not a pylock.toml (PEP 751): it has no lock-version and [[packages]] tables.")
-    parsed = Parsed("pylock.toml", [], lines=len(text.splitlines()))
-    for item in packages:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise UserError(f"{where}: a [[packages]] table without a name.")
-        version = item.get("version") if isinstance(item.get("version"), str) else None
+    parsed, tables = _lock_tables(text, where, "packages", "lock-version", "pylock.toml (PEP 751)")
+    for item, version in tables:
         wheels = item.get("wheels") if isinstance(item.get("wheels"), list) else []
         names = [w.get("name") or Path(urlparse(w.get("url", "")).path).name for w in wheels if isinstance(w, dict)]
         found = next((m for m in (_WHEEL.fullmatch(unquote(n or "")) for n in names) if m), None)
