@@ -302,3 +302,22 @@ def test_an_imported_sweep_is_never_resumed_here(tmp_path, exported):
     proc = run_cli("sweep", "--resume", "2", "--db", into)
     assert proc.returncode == 2 and "sweep 2 was imported from 'h100-lab'" in proc.stderr and "never resumed" in proc.stderr
     assert _dump(into) == before
+
+
+def test_a_node_named_like_a_stage_leaves_the_verdict_alone():
+    from gpucompat.redact import Redactor
+
+    redactor = Redactor()
+    redactor.learn({"probe": {"system": {"hostname": "compute"}}, "evidence": {"gpu": {"node": "gpu01.cluster.example"}}})
+    record = {"code": "COMPUTE_ERROR", "stage": "compute", "summary": "failed at compute on gpu01 (node gpu01.cluster.example)",
+              "evidence": {"stderr_tail": "File /home/alice/train.py, line 3", "gpu": {"node": "gpu01", "where": "node gpu01, GPU-1"}},
+              "probe": {"system": {"hostname": "compute", "cuda_env": {"CUDA_HOME": "/opt/cuda"}, "executable": "/home/alice/.venv/bin/python"}},
+              "warnings": ["alice's job shared the GPU"]}
+    redactor.learn(record)
+    shown = redactor.apply(record)
+    assert shown["stage"] == "compute" and shown["code"] == "COMPUTE_ERROR"
+    assert shown["summary"] == "failed at <host> on <host> (node <host>)"
+    assert shown["evidence"] == {"stderr_tail": "File <path>/train.py, line 3", "gpu": {"node": "<host>", "where": "node <host>, GPU-1"}}
+    assert shown["probe"]["system"] == {"hostname": "<host>", "cuda_env": {"CUDA_HOME": "<redacted>"}, "executable": "<path>/python"}
+    assert shown["warnings"] == ["<user>'s job shared the GPU"]  # a user learned from a home directory, as a word
+    assert record["stage"] == "compute" and record["probe"]["system"]["hostname"] == "compute"  # the input is not changed

@@ -8,6 +8,7 @@ plans and run options (wheelhouse, work directories). Two rules cover them:
 
 - by key: a value under `hostname`, `host`, `node` or `nodes` becomes `<host>`, a `pid` is dropped, and
   the values of an environment (`cuda_env`, `env` when it is a mapping) become `<redacted>`, keys kept;
+  the stable names a verdict is made of (code, stage, cause, framework...) are kept as they are;
 - in every string: an absolute path keeps its last part only (`<path>/libcublas.so.12`: the library and
   its version still say what was loaded), `user:password@` in a URL becomes `<redacted>@`, and each host
   and user name learned from the data (and this machine's) becomes `<host>` or `<user>` as a whole word.
@@ -27,6 +28,9 @@ HOST, USER, PATH_MARK, REDACTED = "<host>", "<user>", "<path>", "<redacted>"
 HOST_KEYS = frozenset({"hostname", "host", "node", "nodes"})
 DROPPED_KEYS = frozenset({"pid"})
 ENV_KEYS = frozenset({"cuda_env", "env"})
+# stable names a verdict is made of: never taken for a host's name (a node may be called "compute")
+KEPT_KEYS = frozenset({"code", "stage", "cause", "verdict", "framework", "variant", "kind", "status", "current_stage", "resolve_cause",
+                       "measurement", "dtype", "unit", "better", "cc", "driver", "cuda_runtime", "cudnn"})
 
 # an absolute path's directories: after start, space, quote or bracket (not inside a URL or a word), or after file://
 _PATH = re.compile(r"(?:(?<=file://)|(?<![\w.:/~$-]))/(?:[^\s/'\"`()\[\]{},;:=<>|]+/)+")
@@ -94,6 +98,8 @@ class Redactor:
             return None
         if key in ENV_KEYS and isinstance(value, dict):
             return {k: REDACTED for k in value}
+        if key in KEPT_KEYS and isinstance(value, str):
+            return value
         if isinstance(value, dict):
             return {k: self.apply(v, k) for k, v in value.items()}
         if isinstance(value, list):
