@@ -171,3 +171,20 @@ def test_a_slurm_job_holds_its_environment_lock_from_install_to_the_end_of_its_p
         os.killpg(node.pid, 9)
         node.wait()
     assert [e["key"] for e in env_cache.prune(0, root=tmp_path / "envs")["removed"]] == [job.env_dir.name]
+
+
+def test_uv_cache_on_another_filesystem_is_said_by_envs_and_doctor(isolated):
+    other = Path("/dev/shm")
+    if not other.is_dir() or os.stat(other).st_dev == os.stat(isolated).st_dev:
+        pytest.skip("no second filesystem (/dev/shm) here")
+    cache = other / f"gpucompat-uv-{os.getpid()}"
+    env = {"UV_CACHE_DIR": str(cache), "COLUMNS": "400"}
+    data = json.loads(run_cli("envs", "--json", env=env, check=0).stdout)
+    assert data["same_filesystem"] is False and data["uv_cache"] == str(cache)
+    assert "different filesystems" in data["note"] and "copies every file" in data["note"]
+    assert "different filesystems" in run_cli("envs", env=env, check=0).stdout
+    doctor = run_cli("doctor", "--json", env=env, check=0)
+    assert json.loads(doctor.stdout)["env_cache"]["same_filesystem"] is False
+    assert "uv copies every file" in run_cli("doctor", env=env, check=0).stdout
+    same = json.loads(run_cli("envs", "--json", env={"UV_CACHE_DIR": str(isolated / "uv")}, check=0).stdout)
+    assert same["same_filesystem"] is True and same["note"] is None

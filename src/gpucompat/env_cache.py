@@ -107,6 +107,16 @@ def record_use(root: Path, used: Iterable[tuple[Path, object]], sweep: int, plan
     return marked
 
 
+def read_uses(path: Path) -> dict:
+    """A uses file, read under its lock (shared), so a sweep writing it is never read half-way."""
+    try:
+        with open(path) as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            return _parse(handle.read())
+    except OSError:
+        return _parse("")
+
+
 def _parse(text: str) -> dict:
     try:
         record = json.loads(text) if text.strip() else {}
@@ -243,10 +253,7 @@ def environments(root: Path | None = None, inodes: dict | None = None) -> list[E
         files = measure(root / key)
         if inodes is not None:
             inodes.update(files.inodes)
-        try:
-            record = _parse((root / f"{key}{USES_SUFFIX}").read_text())
-        except OSError:
-            record = _parse("")
+        record = read_uses(root / f"{key}{USES_SUFFIX}")
         uses = sorted(record["uses"], key=lambda u: (u.get("at") or "", u["sweep"]))
         found.append(Environment(key, str(root / key), (root / key / READY_MARKER).exists(), _held(root / f"{key}.lock"),
                                  files.bytes, files.files, files.shared_bytes, files.own_bytes,
@@ -285,7 +292,7 @@ def summary_line(result: dict) -> str:
     """One sentence: where, how many, how big, how much of it is hard links, and whether uv can link."""
     t = result["totals"]
     if not t["environments"]:
-        return f"environment cache {result['root']}: empty"
+        return f"environment cache {result['root']}: empty" + (f"; {result['note']}" if result["note"] else "")
     line = (f"environment cache {result['root']}: {t['environments']} environment{'s' if t['environments'] != 1 else ''}, {size_text(t['bytes'])} in their files, "
             f"{size_text(t['shared_bytes'])} of it hard links (stored once, shared with uv's cache or other environments), "
             f"{size_text(t['bytes'] - t['shared_bytes'])} their own")
@@ -301,11 +308,7 @@ def kept_sweeps(root: Path, keep: int) -> dict[tuple, list[int]]:
     (a Slurm job still queued has recorded its use, and its environment does not exist yet)."""
     sweeps: dict[tuple, set[int]] = {}
     for path in root.glob(f"*{USES_SUFFIX}"):
-        try:
-            uses = _parse(path.read_text())["uses"]
-        except OSError:
-            continue
-        for use in uses:
+        for use in read_uses(path)["uses"]:
             sweeps.setdefault((use.get("database"), use.get("plan")), set()).add(use["sweep"])
     return {plan: sorted(ids)[-keep:] if keep else [] for plan, ids in sweeps.items()}
 
