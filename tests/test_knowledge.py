@@ -147,7 +147,8 @@ def test_predictions(args, verdict, code):
 def test_explain_object_has_the_documented_fields():
     result = explain("torch==2.4.1", "NVIDIA GeForce RTX 5090", None, "570.86.10", "3.11")
     assert set(result) == {"spec", "asked", "notes", "target", "verdict", "code", "stage", "confidence", "warnings", "reasons", "resolved",
-                           "nearest"}
+                           "nearest", "source", "decided_by", "predicted", "observed", "disagreement"}  # issue 24: observation first
+    assert result["source"] == "rule" and result["observed"] is None  # no store was given
     assert (result["verdict"], result["code"], result["stage"]) == ("fail", "ARCH_UNSUPPORTED", "compute")
     assert result["target"]["cc"] == "12.0" and result["resolved"]["cuda_runtime"] == "12.1"
     assert all(set(r) == {"rule", "verdict", "text", "source", "confidence"} for r in result["reasons"])

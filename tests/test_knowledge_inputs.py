@@ -2,6 +2,7 @@
 and how often it reads this interpreter's metadata (found by an adversarial tester)."""
 
 import ast
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def test_a_cupy_series_without_that_package_cannot_be_installed():
     (("torch==2.4.1", None, "8.0", "580.65.06\n"), "not a driver version"),
     (("torch==2.4.1", None, "8.0", "\u0665\u0663\u0665.104.05"), "not a driver version"),
     (("torch==2.4.1", None, "8.0", "580.65.06", "3.11\n"), "not a Python version"),
-    (("torch==2.4.1", None, "8.0", "580.65.06", "3.7"), "not a Python version"),
+    (("torch==2.4.1", None, "8.0", "580.65.06", "3.5"), "not a Python version"),  # 3.6 and 3.7 are questions now (issue 24)
     (("torch==2.4.1", None, "8.0", "580.65.06", "3.16"), "not a Python version"),
     (("torch==2.4.1", None, "8.0", "580.65.06", "3.\u0661\u0661"), "not a Python version"),
     (("torch==" + "9" * 5000, None, "8.0", "580.65.06"), "characters long"),
@@ -119,14 +120,25 @@ def test_validation_regexes_are_whole_string_and_ascii():
 
 def test_installed_scans_the_metadata_once_per_process(monkeypatch):
     calls = []
-    real = metadata.distributions
-    monkeypatch.setattr(metadata, "distributions", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = current.os.listdir
+    monkeypatch.setattr(current.os, "listdir", lambda *a, **k: calls.append(1) or real(*a, **k))
     current._installed_versions.cache_clear()
     try:
         for _ in range(50):
             for framework in ("torch", "jax", "cupy", "tensorflow", "cuda-runtime"):
                 current.installed(framework)
-        assert len(calls) == 1
+        assert 0 < len(calls) <= len(sys.path)  # one listing of each sys.path entry, once
+    finally:
+        current._installed_versions.cache_clear()
+
+
+def test_installed_versions_from_folder_names_equal_importlib_metadatas():
+    """The dist-info names say what each METADATA file says (read only where a name cannot)."""
+    current._installed_versions.cache_clear()
+    try:
+        expected = {d.metadata["Name"].lower().replace("_", "-").replace(".", "-"): d.version
+                    for d in metadata.distributions() if d.metadata["Name"]}
+        assert current._installed_versions() == expected
     finally:
         current._installed_versions.cache_clear()
 

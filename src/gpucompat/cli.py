@@ -272,6 +272,7 @@ def results(
     wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
     bench: bool = typer.Option(False, "--bench", help="The bench figures instead (table, csv or json): how fast each working stack ran."),
     source: Optional[str] = typer.Option(None, "--source", help=SOURCE_HELP),
+    surprises: bool = typer.Option(False, "--surprises", help="Every cell of every sweep whose observation disagrees with the rules' prediction."),
 ):
     """The valid and invalid combinations of a stored sweep (the seed's two tables)."""
     from rich.table import Table
@@ -295,6 +296,12 @@ def results(
         chosen = sweep_id if sweep_id is not None else (store.latest_bench_sweep_id() or store.latest_sweep_id())
         _print_bench(store, chosen, "json" if json_out else fmt, wide, defaulted=sweep_id is None)
         return
+    if surprises:  # observation against the rules, the whole store (or one sweep): what to report upstream
+        from .report.rows import display_row, is_surprise
+        from .report.terminal import surprises_view
+
+        rows = [r for r in map(display_row, store.result_rows(sweep_id, source=source)) if r["observed"] and is_surprise(r)]
+        return _print_json(rows) if json_out or fmt == "json" else out.print(surprises_view(rows, wide), crop=False)
     sweep_id = chosen_sweep(store, sweep_id, source)
     _print_results(store, sweep_id, "json" if json_out else fmt, per_cell=cells, wide=wide)
 
@@ -355,7 +362,8 @@ def explain(
                                        "a sweep does) or a plan file's targets."),
     sources: bool = typer.Option(False, "--sources", help="Print each source in full (default: short references listed at the end)."),
     exit_code: bool = typer.Option(False, "--exit-code", help="Exit 0 for pass, 1 for fail, 3 for uncertain (with --pool: the best class)."),
-    db: Optional[str] = typer.Option(None, help=DB_HELP + " With --pool: the observed cells shown."),
+    db: Optional[str] = typer.Option(None, help=DB_HELP + " Its observed cells answer first; the rules' prediction is shown beside them."),
+    source: Optional[str] = typer.Option(None, "--source", help="Only observations from local, imported, or one site's bundles."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide."),
 ):
@@ -363,12 +371,9 @@ def explain(
     or on every GPU class of a site, and why; after a no, the nearest yes."""
     from .answers.explain import ask
 
-    rows = None
-    if pool is not None:  # the cells a store observed, per class
-        from .report.rows import display_row
-        from .store import Store
+    from .answers.observed import stored_rows
 
-        rows = [display_row(r) for r in Store(db, readonly=True).result_rows(None)]
+    rows = stored_rows(db, source) if requirements is None else None  # observation first: what this store saw
     result = ask(spec, requirements, pool, gpu, cc, driver, python, sys.stdin.read() if requirements == "-" else None, rows)
     if json_out:
         _print_json(result)

@@ -582,6 +582,9 @@ def check_plan_text(specs: list[str], python: str | None, env: str) -> str:
     """
     if env not in ENV_PROVIDERS:
         raise UserError(f"unknown env {env!r}; expected one of: {', '.join(ENV_PROVIDERS)}.")
+    if python is not None and re.fullmatch(r"3\.[67]", python):
+        raise UserError(f"gpucompat's probe needs Python 3.8 or newer, so it cannot test Python {python}; "
+                        f"`gpucompat explain SPEC --python {python}` answers from the knowledge's wheel tables.")
     if python is not None and not PYTHON_VERSION.fullmatch(python):
         raise UserError(f"--python {python[:20]!r} is not a Python version from 3.8 to 3.15, like '3.11'.")
     lines = ['name = "check"']

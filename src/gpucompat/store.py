@@ -23,6 +23,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 
 from .bench import figures as bench_figures
 from .errors import UserError
+from .paths import data_dir, default_url  # noqa: F401 (the store's defaults, named where they live)
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 
 SCHEMA_VERSION = 5  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table; 5: sources, sweeps.source_id
@@ -131,11 +132,6 @@ bench = sa.Table(  # the bench rung's figures: one row per measurement (and data
 )
 
 
-def data_dir() -> Path:
-    """Where gpucompat keeps its database and job directories by default."""
-    return Path(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")) / "gpucompat"
-
-
 def runs_dir_for(sqlite_file: Path | None, shown_url: str) -> Path:
     """Where the job directories of a database's sweeps go: beside its file (results.db ->
     results-runs/), so two databases never share sweep-N directories; for a server database,
@@ -148,8 +144,6 @@ def runs_dir_for(sqlite_file: Path | None, shown_url: str) -> Path:
     return data_dir() / "runs" / hashlib.sha256(shown_url.encode()).hexdigest()[:12]
 
 
-def default_url() -> str:
-    return os.environ.get("GPUCOMPAT_DB") or f"sqlite:///{data_dir() / 'gpucompat.db'}"
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"

@@ -3,19 +3,32 @@ with how the question was read and, after a no or an uncertain, the nearest yes.
 
 from __future__ import annotations
 
+import re
+
 from ..errors import UserError
 from ..knowledge.rules import FAIL, PASS, predict_stack
 from ..plan import PYTHON_VERSION
 from .nearest import nearest_yes, release_of
+from .observed import decide, matching
 from .questions import Question, assumed_note, gpu_variants, read
 from .target import target, where
 
 __all__ = ["explain", "judge", "check_python", "target"]
 
 
-def check_python(python: str | None) -> None:
+# A question may name any Python a release was built for, from 3.6 on (the wheel tables cover torch 1.x);
+# only a test needs the probe, which runs on 3.8 and newer.
+QUESTION_PYTHON = re.compile(r"3\.([6-9]|1[0-5])", re.ASCII)
+
+
+def check_python(python: str | None) -> list[str]:
+    """Notes for a Python the probe cannot test (3.6, 3.7); one sentence for what is not a Python version."""
+    if python is not None and not QUESTION_PYTHON.fullmatch(python):
+        raise UserError(f"--python {python[:20]!r} is not a Python version from 3.6 to 3.15, like '3.11'.")
     if python is not None and not PYTHON_VERSION.fullmatch(python):
-        raise UserError(f"--python {python[:20]!r} is not a Python version from 3.8 to 3.15, like '3.11'.")
+        return [f"Python {python}: answered from the knowledge's wheel tables; gpucompat's probe needs Python 3.8 or newer, "
+                "so a sweep or check cannot test this Python"]
+    return []
 
 
 def judge(question: Question, cc: str | None, driver: str | None, python: str | None) -> tuple[str, list[str], object]:
@@ -30,18 +43,22 @@ def judge(question: Question, cc: str | None, driver: str | None, python: str | 
 
 
 def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None,
-            nearest: bool = True) -> dict:
+            nearest: bool = True, observed_rows: list[dict] | None = None) -> dict:
     """`spec`: the question as typed, one string ('torch==2.4', 'torch 2.4') or its words. What is not given of the GPU and
     driver is this machine's. After a fail or an uncertain, `nearest` holds what would pass on the same GPU and driver."""
     question = read(spec)
-    check_python(python)
+    python_notes = check_python(python)
     found, target_notes = where(gpu, cc, driver)
     variant, assumed, prediction = judge(question, found["cc"], found["driver"], python)
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
-    result = {"spec": judged.spec, "asked": question.typed, "notes": question.notes + assumed + target_notes,
+    result = {"spec": judged.spec, "asked": question.typed, "notes": question.notes + assumed + target_notes + python_notes,
               "target": {**found, "python": python}, **prediction.to_dict()}
+    # observation first: the store's newest cell of this stack here decides, the rules' answer stays beside it
+    seen = matching(observed_rows or [], judged.framework, release_of(judged.framework, judged.version, variant), variant, python,
+                    found.get("matched") or found.get("gpu"), found["cc"], found["driver"])
+    decide(result, seen)
     result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, python)
-                         if nearest and prediction.verdict in (FAIL, "uncertain") else [])
+                         if nearest and result["verdict"] in (FAIL, "uncertain") else [])
     return result
 
 
@@ -92,4 +109,4 @@ def ask(spec, requirements: str | None, pool: str | None, gpu: str | None, cc: s
         return {"mode": "pool", **explain_pool(spec, pool, driver, python, observed_rows or [])}
     if requirements is not None:
         return {"mode": "requirements", **explain_requirements(requirements, stdin_text, gpu, cc, driver, python)}
-    return {"mode": "stack", **explain(spec, gpu, cc, driver, python)}
+    return {"mode": "stack", **explain(spec, gpu, cc, driver, python, observed_rows=observed_rows)}

@@ -230,7 +230,23 @@ def python_rule(what: str, python: str, supported: str, source: str) -> Reason:
 _STAGE_ORDER = {"resolve": 0, "install": 1, "import": 2, "device": 3, "compute": 4}
 
 
+def disagreeing(reasons: list[Reason]) -> list[Reason]:
+    """Where public reports contradict each other on the same check (one rule, a pass from one source and a
+    fail from another), the check is uncertain, naming both: never a confident verdict picked from one."""
+    out: list[Reason] = []
+    for reason in reasons:
+        rivals = [r for r in reasons if r.rule == reason.rule and r.source != reason.source and {r.verdict, reason.verdict} == {PASS, FAIL}]
+        if not rivals:
+            out.append(reason)
+        elif reason.verdict == PASS:  # once per pair, at the passing side
+            other = rivals[0]
+            out.append(Reason(reason.rule, UNCERTAIN, f"sources disagree: {reason.text} ({reason.source}), but {other.text} ({other.source})",
+                              f"{reason.source} ; {other.source}"))
+    return out
+
+
 def combine(reasons: list[Reason], resolved: dict) -> Prediction:
+    reasons = disagreeing(reasons)
     failures = sorted((r for r in reasons if r.verdict == FAIL), key=lambda r: _STAGE_ORDER.get(r.stage or "", 9))
     warnings = [r.warning for r in reasons if r.warning]
     if failures:
@@ -295,6 +311,11 @@ def _torch(release: str, variant: str, cc: str, driver: str | None, cuda_runtime
         reasons.append(toolkit_window_rule(cuda, cc))
     else:
         reasons.append(weighed(arch_rule(cc, sass, ptx, source, cuda, driver), build.get("confidence") if build and arch is None else None))
+        if build and arch is None:  # another public report of the same build: combine() weighs them against each other
+            reasons += [arch_rule(cc, _split(other["sass"]), _split(other["ptx"]), other["source"], cuda, driver)
+                        for other in tables.table("torch_builds")
+                        if other is not build and other["release"] == build["release"] and other["variant"] == variant
+                        and other["source"] != build["source"]]
     return reasons, resolved
 
 

@@ -126,7 +126,14 @@ def explain_view(result: dict, full_sources: bool = False) -> list:
     sources = Sources()
     head = Text.assemble(f"{result['spec']} on {gpu_text(t)}, driver {t['driver']} (CUDA {t['driver_cuda'] or '?'}): ",
                          verdict_text(result["verdict"], result["code"], result["stage"]))
-    out = [*_notes(result.get("notes", [])), head, checks_view(result["reasons"], result["warnings"], sources)]
+    out = [*_notes(result.get("notes", [])), head]
+    if result.get("source") == "observed":  # observation first; the rules' checks below are the prediction beside it
+        seen = result["observed"]
+        out.append(Padding(Text(f"{result['decided_by']} ({seen['passed']} of {seen['cells']} stored cells passed)"), (0, 0, 0, 2)))
+        if result.get("disagreement"):
+            out.append(Padding(Text(f"surprise: {result['disagreement']}", style="yellow"), (0, 0, 0, 2)))
+        out.append(Text("The rules' prediction:"))
+    out.append(checks_view(result["reasons"], result["warnings"], sources))
     if result["verdict"] != "pass":
         out += nearest_view(result.get("nearest", []), f"{gpu_text(t)}, driver {t['driver']}")
     return out + sources.view(full_sources)

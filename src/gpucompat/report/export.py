@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from .rows import Verdicts
 
 COLUMNS = ["cell", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver",
-           "cuda_runtime", "cudnn", "code", "cause", "stage", "reason", "warnings", "observed", "predicted", "predicted_code", "surprise", "gpu_note"]
+           "cuda_runtime", "cudnn", "code", "cause", "stage", "reason", "warnings", "gpu_note", "observed", "predicted", "predicted_code", "surprise"]
 
 
 def to_json(sweep: dict, verdicts: Verdicts) -> str:

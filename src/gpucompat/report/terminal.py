@@ -233,6 +233,11 @@ def seed_tables(valid: list[dict], invalid: list[dict]) -> list[FitTable]:
     return tables
 
 
+def surprises_view(rows: list[dict], wide: bool = False):
+    """`results --surprises`: every observed cell that disagrees with the rules' prediction, or one line saying none does."""
+    return results_tables(rows, [], [], True, wide)[0] if rows else Text("no surprises: every observed cell agrees with the rules' prediction")
+
+
 def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict], per_cell: bool = True, wide: bool = False) -> list[FitTable]:
     """Surprises first, then the valid and the invalid cells (one row each, or the seed's grouped tables);
     each fits the width it is printed at, or with `wide` shows every column."""
