@@ -116,6 +116,7 @@ def test_a_sweep_whose_jobs_cannot_be_written_is_marked_failed_and_resumes_in_a_
     blocked.mkdir()
     write(blocked / "sweep-1", "")  # where sweep 1's job directories would go: a file
     said = sentence(run_cli("sweep", str(plan), "--workdir", str(blocked)), "cannot write the job files under")
+    assert "sweep-1': a file stands where a directory goes; choose another --workdir" in said
     assert "sweep 1 is kept, and `gpucompat sweep --resume 1` (with --workdir DIR" in said
     assert [s["status"] for s in sweeps()] == ["failed"]  # never left "running"
     good = isolated / "good"

@@ -357,7 +357,9 @@ def prepare_jobs(executor: Executor, cells: list[Cell], workdir: Path) -> list:
     try:
         return executor.prepare(cells, workdir)
     except OSError as exc:
-        raise UserError(f"cannot write the job files under {str(workdir)[:200]!r}: {exc.strerror or exc}; "
+        # a file where a directory goes: said as it is, not as mkdir's "File exists"
+        why = "a file stands where a directory goes" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror or exc
+        raise UserError(f"cannot write the job files under {str(workdir)[:200]!r}: {why}; "
                         "choose another --workdir (or --out).") from None
 
 
