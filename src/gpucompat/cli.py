@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .cli_envs import register as register_envs
 from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
 from .errors import UserError
 
@@ -71,6 +72,7 @@ def guarded(command):
 
 
 register(app, guarded)  # export --bundle, import (cli_share.py)
+register_envs(app, guarded, out)  # envs, envs prune (cli_envs.py)
 
 
 @contextlib.contextmanager
@@ -400,46 +402,6 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
 
     for item in doctor_tables(result):
         out.print(item)
-
-
-envs_app = typer.Typer(help="The environments kept for sweeps (paths.cache_dir()/envs): list them, or prune them.")
-app.add_typer(envs_app, name="envs")
-
-
-@envs_app.callback(invoke_without_command=True)
-@guarded
-def envs(ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")):
-    """Each environment with its size, the bytes it shares through hard links, the last sweep that used it and its stack."""
-    if ctx.invoked_subcommand:
-        return
-    from .env_cache import summary
-    from .report.terminal import envs_table
-
-    result = summary()
-    if json_out:
-        _print_json(result)
-        return
-    for item in envs_table(result):
-        out.print(item, highlight=False)
-
-
-@envs_app.command("prune")
-@guarded
-def envs_prune(
-    keep: int = typer.Option(..., "--keep", min=0, help="Keep what the latest N sweeps of each plan use."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-):
-    """Remove the environments that none of the latest N sweeps of any plan used; one a job holds (its lock) is skipped and named."""
-    from .env_cache import prune
-    from .report.terminal import prune_lines
-
-    result = prune(keep, dry_run)
-    if json_out:
-        _print_json(result)
-        return
-    for line in prune_lines(result):
-        out.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command()
