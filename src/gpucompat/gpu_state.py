@@ -37,7 +37,9 @@ LOW_FREE_MIB = 1024  # less free than this, with others on the GPU, leaves no ro
 
 
 def state(facts: dict | None) -> dict:
-    return ((facts or {}).get("gpu_state") or {}) if isinstance((facts or {}).get("gpu_state"), dict) else {}
+    """The probe's gpu_state record, or {} where the probe wrote none (no device stage, an older probe)."""
+    found = (facts or {}).get("gpu_state")
+    return found if isinstance(found, dict) else {}
 
 
 def snapshot(facts: dict | None, which: str = "before") -> dict:
@@ -114,9 +116,9 @@ def faults(facts: dict | None) -> list[str]:
         elif isinstance(event, dict) and event.get("type") == "double_bit_ecc":
             found.append("a double-bit ECC error")
     before, after = snapshot(facts), snapshot(facts, "after")
-    grew = [(_counter(before, "ecc", "volatile_uncorrected"), _counter(after, "ecc", "volatile_uncorrected"))]
-    if any(b is not None and a is not None and a > b for b, a in grew):
-        found.append("uncorrectable ECC errors during the job (volatile count %d -> %d)" % grew[0])
+    was, now = _counter(before, "ecc", "volatile_uncorrected"), _counter(after, "ecc", "volatile_uncorrected")
+    if was is not None and now is not None and now > was:
+        found.append(f"uncorrectable ECC errors during the job (volatile count {was} -> {now})")
     for shot in (after, before):
         if shot.get("lost"):
             found.append("NVML reports the GPU lost (it has fallen off the bus or stopped answering)")
