@@ -3,14 +3,12 @@ bench(handle, facts) after compute passed, when asked. Each fills the facts dict
 what it learnt survives its failure.
 """
 
-from .bench import Bench
 from .bench_cupy import bench_cupy, cupy_workload
 from .cuda_ctypes import AXPY_A, AXPY_N, AXPY_SOURCE, _axpy_inputs
 from .ladder import StageFailed, _compare, _numpy_error, _numpy_inputs, ladder
 from .libraries import fft_inputs, solve_inputs, sparse_inputs, uses
-from .nvml import Telemetry
 from .records import _cuda_version
-from .sharing import share_figures
+from .sharing import bench_rung
 
 
 class CuPy:
@@ -88,10 +86,7 @@ class CuPy:
                        ("cusolver", uses("cusolver", cusolver)), ("cusparse", uses("cusparse", cusparse)), ("jit", jit)])
 
     def bench(self, cupy, facts):
-        bench = Bench(facts, self.bench_config)
-        with Telemetry(bench.nvml, facts):
-            bench_cupy(cupy, bench)
-            share_figures("cupy", bench, bench.config.get("share") or [])
+        bench_rung("cupy", facts, self.bench_config, lambda bench: bench_cupy(cupy, bench))
 
     def workload(self, cupy, measurement, dtype, size):
         return cupy_workload(cupy, measurement, dtype, size)

@@ -3,13 +3,11 @@ bench(handle, facts) after compute passed, when asked. Each fills the facts dict
 what it learnt survives its failure.
 """
 
-from .bench import Bench
 from .bench_jax import bench_jax, jax_workload
 from .ladder import StageFailed, _compare, _numpy_error, _numpy_inputs, ladder
 from .libraries import conv_inputs, fft_inputs, solve_inputs, uses
-from .nvml import Telemetry
 from .scaling import jax_scale_figures
-from .sharing import share_figures
+from .sharing import bench_rung
 
 
 class Jax:
@@ -84,12 +82,8 @@ class Jax:
                        ("cufft", uses("cufft", cufft)), ("cusolver", uses("cusolver", cusolver)), ("jit", jit)])
 
     def bench(self, jax, facts):
-        bench = Bench(facts, self.bench_config)
-        with Telemetry(bench.nvml, facts):
-            bench_jax(jax, bench, self.import_seconds)
-            share_figures("jax", bench, bench.config.get("share") or [])
-            if bench.config.get("scale"):
-                jax_scale_figures(jax, bench, bench.config["scale"])
+        bench_rung("jax", facts, self.bench_config, lambda bench: bench_jax(jax, bench, self.import_seconds),
+                   lambda bench, counts: jax_scale_figures(jax, bench, counts))
 
     def workload(self, jax, measurement, dtype, size):
         return jax_workload(jax, measurement, dtype, size)

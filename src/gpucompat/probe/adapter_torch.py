@@ -3,13 +3,11 @@ bench(handle, facts) after compute passed, when asked. Each fills the facts dict
 what it learnt survives its failure.
 """
 
-from .bench import Bench
 from .bench_torch import bench_torch, torch_workload
 from .ladder import MATRIX_N, RungSkipped, StageFailed, _compare, ladder
 from .libraries import uses
-from .nvml import Telemetry
 from .scaling import scale_figures
-from .sharing import share_figures
+from .sharing import bench_rung
 
 
 class Torch:
@@ -68,12 +66,8 @@ class Torch:
         ladder(facts, [("elementwise", elementwise), ("blas", uses("cublas", blas))] + library_rungs(torch, error))
 
     def bench(self, torch, facts):
-        bench = Bench(facts, self.bench_config)
-        with Telemetry(bench.nvml, facts):
-            bench_torch(torch, bench, self.import_seconds)
-            share_figures("torch", bench, bench.config.get("share") or [])
-            if bench.config.get("scale"):
-                scale_figures(torch, bench, bench.config["scale"])
+        bench_rung("torch", facts, self.bench_config, lambda bench: bench_torch(torch, bench, self.import_seconds),
+                   lambda bench, counts: scale_figures(torch, bench, counts))
 
     def workload(self, torch, measurement, dtype, size):
         return torch_workload(torch, measurement, dtype, size)

@@ -7,7 +7,8 @@ import os
 import sys
 import time
 
-from .bench import Unsupported
+from .bench import Bench, Unsupported
+from .nvml import Telemetry
 from .records import LOG, probe_file
 
 # ---------------------------------------------------------------------------
@@ -80,3 +81,15 @@ def share_figures(framework, bench, counts):
             figure["processes"] = n
             if n == 1:
                 alone = figure["value"]
+
+
+def bench_rung(framework, facts, config, figures, scale=None):
+    """The bench rung of a framework that can share a GPU: its own figures(bench), then N processes
+    sharing the GPU, then scale(bench, counts) where the plan asks for scaling, all while the
+    telemetry thread samples the GPU."""
+    bench = Bench(facts, config)
+    with Telemetry(bench.nvml, facts):
+        figures(bench)
+        share_figures(framework, bench, bench.config.get("share") or [])
+        if scale is not None and bench.config.get("scale"):
+            scale(bench, bench.config["scale"])
