@@ -375,7 +375,10 @@ def explain(
 
     from .answers.observed import stored_rows
 
-    rows = stored_rows(db, source) if requirements is None else None  # observation first: what this store saw
+    from .answers.questions import read
+
+    # observation first: what this store saw of the asked framework (the store filters; a bad spec is ask's sentence)
+    rows = stored_rows(db, source, read(spec).framework if spec and requirements is None else None) if requirements is None else None
     result = ask(spec, requirements, pool, gpu, cc, driver, python, sys.stdin.read() if requirements == "-" else None, rows)
     if json_out:
         _print_json(result)

@@ -658,9 +658,10 @@ class Store:
         """Each cell's profiling window (the probe's record: step times, top kernels, the trace kept), where one ran."""
         return [r for r in self._bench_fact(sweep_id, "profile") if isinstance(r["profile"], dict)]
 
-    def result_rows(self, sweep_id: int | None, source: str | None = None) -> list[dict]:
+    def result_rows(self, sweep_id: int | None, source: str | None = None, framework: str | None = None) -> list[dict]:
         """One flat row per cell with its verdict (None where it has none yet); every sweep's if None; only one source's
-        sweeps if given ("local", "imported" or a site's name). Each row names its source: "local" or the site's name."""
+        sweeps if given ("local", "imported" or a site's name); only one framework's stacks if given (explain asks one).
+        Each row names its source: "local" or the site's name."""
         query = (
             sa.select(
                 cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
@@ -681,6 +682,8 @@ class Store:
             .order_by(cells.c.id)
         )
         query = _from_source(query, source)
+        if framework is not None:
+            query = query.where(stacks.c.framework == framework)
         if sweep_id is not None:
             query = query.where(cells.c.sweep_id == sweep_id)
         with self._read() as conn:

@@ -14,7 +14,7 @@ from ..model import PASS, UNTESTED
 from ..paths import default_url
 
 
-def stored_rows(db: str | None, source: str | None = None) -> list[dict]:
+def stored_rows(db: str | None, source: str | None = None, framework: str | None = None) -> list[dict]:
     """Every stored cell as a display row, or none when the default SQLite file does not exist yet
     (then the store and SQLAlchemy are never even imported: explain stays offline and fast)."""
     url = db or default_url()
@@ -22,7 +22,7 @@ def stored_rows(db: str | None, source: str | None = None) -> list[dict]:
         return []
     from ..store import Store
 
-    return [_row(r) for r in Store(url, readonly=True).result_rows(None, source=source)]
+    return [_row(r) for r in Store(url, readonly=True).result_rows(None, source=source, framework=framework)]
 
 
 def _row(raw: dict) -> dict:
