@@ -239,15 +239,21 @@ def check(
     wide: bool = typer.Option(False, "--wide", help="Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."),
 ):
     """Test single stacks on this machine: resolve, install, probe, verdict. Exit 1 if any is broken, 4 if one could not be tested."""
-    from . import sweep as pipeline
     from .plan import check_plan_text, check_wheelhouse, parse_plan
-    from .report.terminal import RichProgress
-    from .store import Store
 
     if wheelhouse is not None:
         check_wheelhouse(wheelhouse)
     text = check_plan_text(specs, python, env)
     spec = parse_plan(text, "check")
+    if env == "current" and len(spec.stacks) == 1 and os.environ.get("GPUCOMPAT_EARLY_PROBE") != "0":
+        from .executors.local import start_early
+        from .model import BenchSpec
+
+        start_early(spec.stacks[0].framework, spec.timeouts, BenchSpec() if bench else None)  # before the store: see start_early
+    from . import sweep as pipeline
+    from .report.terminal import RichProgress
+    from .store import Store
+
     options = pipeline.RunOptions(wheelhouse=str(wheelhouse.resolve()) if wheelhouse else None, offline=offline, bench=bench)
     spec = pipeline.with_options(spec, options)
     stacks = pipeline.plan_stacks(spec, options)

@@ -11,25 +11,30 @@ and kills the whole process group.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import env_cache, envs
 from ..concurrency import Limits, limits
 from ..envs.uv import uv_bin
-from ..model import Cell, Observation
+from ..model import BenchSpec, Cell, Observation, Timeouts
 from ..paths import cache_dir
-from ..quoting import shell_comment
+from ..probe_build import probe_pyz
+from ..quoting import shell_comment, shell_word
 from .base import (DONE, INSTALLING, READY_MARKER, RUNNING, SHARED_PROBE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments,
                    probe_command, sweep_probe, tail)
 
@@ -77,6 +82,65 @@ def kill_leftover(job_path: Path) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+# A probe started before its cell exists. `check FRAMEWORK --env current` starts it first thing, so the
+# framework's import (seconds) overlaps gpucompat's own start (SQLAlchemy, the store, the sweep's cells:
+# about half a second). The executor adopts it for the job whose command and GPU are the same; one
+# never adopted is killed when gpucompat exits (and by its watchdog if gpucompat is killed).
+@dataclass
+class EarlyProbe:
+    key: tuple  # (interpreter, probe arguments, CUDA_VISIBLE_DEVICES or None): what the job would run
+    path: Path  # its own directory, until the job that adopts it copies what it wrote
+    proc: subprocess.Popen
+    began: float  # time.monotonic() at its start
+
+
+_early: list[EarlyProbe] = []
+
+
+def _early_key(framework: str, interpreter: str, timeouts: Timeouts, bench: BenchSpec | None, device: str | None) -> tuple:
+    return interpreter, probe_arguments(framework, timeouts, bench, stage_timeouts=False), device
+
+
+def start_early(framework: str, timeouts: Timeouts, bench: BenchSpec | None) -> None:
+    """Start the probe of a one-cell check of this interpreter now, on the GPU its job would get:
+    the first GPU of this machine's one GPU class, or none where no GPU is visible. Where the
+    choice is not that plain (several classes, a bench run over several GPUs) nothing starts."""
+    from ..discover.local import discover
+
+    targets = discover()
+    if len(targets) != 1 or (bench is not None and bench.scale):
+        return
+    device = targets[0].devices[0] if targets[0].devices else None
+    key = _early_key(framework, sys.executable, timeouts, bench, device)
+    path = Path(tempfile.mkdtemp(prefix="gpucompat-early-"))
+    (path / "run.sh").write_text(f'#!/bin/sh\ncd "$(dirname "$0")" || exit 70\nexec {shell_word(key[0])} {shell_word(str(probe_pyz()))} {key[1]}\n')
+    env = {**os.environ, "GPUCOMPAT_JOB_DIR": str(path)}
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
+    with (path / "stdout.log").open("w") as out, (path / "stderr.log").open("w") as err:
+        proc = subprocess.Popen(watched(["/bin/sh", str(path / "run.sh")]), stdout=out, stderr=err, env=env, start_new_session=True)
+    if not _early:
+        atexit.register(_end_early)
+    _early.append(EarlyProbe(key, path, proc, time.monotonic()))
+
+
+def _take_early(key: tuple) -> EarlyProbe | None:
+    for early in _early:
+        if early.key == key:
+            _early.remove(early)
+            return early
+    return None
+
+
+def _end_early() -> None:
+    """The early probes no job adopted: killed, and their directories removed."""
+    while _early:
+        early = _early.pop()
+        _kill_group(early.proc)
+        early.proc.wait()
+        shutil.rmtree(early.path, ignore_errors=True)
 
 
 class LocalExecutor:
@@ -281,11 +345,22 @@ class LocalExecutor:
             env["CUDA_VISIBLE_DEVICES"] = device
         if job.cell.stack.env != "current":
             env.pop("PYTHONPATH", None)  # a built environment is tested as built, nothing shadowing it
-        result_path = job.path / "result.json"
-        began, began_wall = time.monotonic(), time.time()
+        early = None
+        if job.cell.stack.env == "current":
+            early = _take_early(_early_key(job.cell.stack.framework, job.interpreter, self.timeouts, self.bench,
+                                           None if device.startswith("cpu") else device))
+        if early is None:
+            _end_early()  # one started for another job would share its GPU: never two probes on one GPU
+        folder = early.path if early else job.path  # an early probe writes into its own directory until it ends
+        result_path = folder / "result.json"
+        began = early.began if early else time.monotonic()
+        began_wall = time.time() - (time.monotonic() - began)
         with (job.path / "stdout.log").open("w") as out, (job.path / "stderr.log").open("w") as err:
-            proc = subprocess.Popen(watched(["/bin/sh", str(job.path / "run.sh")]), stdout=out, stderr=err,
-                                    env=env, start_new_session=True)
+            if early:
+                proc = early.proc
+            else:
+                proc = subprocess.Popen(watched(["/bin/sh", str(job.path / "run.sh")]), stdout=out, stderr=err,
+                                        env=env, start_new_session=True)
             (job.path / PID_FILE).write_text(str(proc.pid))
             with self._lock:
                 self._procs.add(proc)
@@ -314,6 +389,12 @@ class LocalExecutor:
             finally:
                 with self._lock:
                     self._procs.discard(proc)
+        if early:
+            for name in ("result.json", "stdout.log", "stderr.log"):
+                if (early.path / name).exists():
+                    shutil.copyfile(early.path / name, job.path / name)
+            shutil.rmtree(early.path, ignore_errors=True)
+            result_path = job.path / "result.json"
         try:
             facts = json.loads(result_path.read_text())
         except (OSError, ValueError):

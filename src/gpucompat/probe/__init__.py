@@ -40,7 +40,7 @@ recorded as skipped ("not run: the X rung failed"). facts["op"], facts["rel_erro
 worst rung that measured one) and facts["tolerance"] stay as before.
 
     torch, tensorflow:  elementwise (sin(a)*b+a), blas (matmul, cuBLAS)
-    jax:                elementwise, blas (dot, HIGHEST), jit (jax.jit of a small function)
+    jax:                elementwise, blas (dot, default precision), jit (jax.jit of a small function)
     cupy:               elementwise, blas, jit (a RawKernel compiled by NVRTC)
     cuda-runtime:       memcpy (1 MiB round trip), jit_sass, jit_ptx
 
