@@ -367,7 +367,10 @@ class LocalExecutor:
             timed_out_stage, facts, seen_mtime = None, {}, 0.0
             try:
                 while proc.poll() is None:
-                    time.sleep(POLL_S)
+                    try:
+                        proc.wait(timeout=POLL_S)  # returns at the probe's exit, not at the next tick
+                    except subprocess.TimeoutExpired:
+                        pass
                     try:
                         mtime = result_path.stat().st_mtime
                         if mtime != seen_mtime:
