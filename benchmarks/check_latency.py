@@ -32,23 +32,21 @@ BARE = {"torch": "import torch; a = torch.randn(512, 512, device='cuda'); (a @ a
 LIBRARY_RUNGS = ("cudnn", "cufft", "cusolver", "cusparse", "nccl")
 
 
-def timed(command: list[str], env: dict) -> tuple[float, int]:
-    began = time.perf_counter()
+def timed(command: list[str], env: dict) -> tuple[float, int, float, float]:
+    """(seconds, exit code, wall-clock start, wall-clock end) of one run."""
+    began, began_wall = time.perf_counter(), time.time()
     proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - began, proc.returncode
+    return time.perf_counter() - began, proc.returncode, began_wall, time.time()
 
 
-def probe_times(database: Path) -> tuple[float, float, float] | None:
-    """The newest check's (sweep stored at, probe started at, probe finished at), wall-clock seconds."""
+def stored_probe(database: Path) -> dict:
+    """The newest check's probe record (result.json as stored), with its sweep's creation time."""
     import sqlite3
 
     with sqlite3.connect(database) as db:
         row = db.execute("select s.created_at, r.probe from sweeps s join cells c on c.sweep_id = s.id "
                          "join results r on r.cell_id = c.id order by s.id desc limit 1").fetchone()
-    if not row or not row[1]:
-        return None
-    probe = json.loads(row[1])
-    return row[0], probe.get("started_at", row[0]), probe.get("finished_at", row[0])
+    return {**json.loads(row[1]), "sweep_created_at": row[0]} if row and row[1] else {}
 
 
 def library_seconds(result: Path) -> float:
@@ -89,41 +87,47 @@ def main() -> None:
         }
         times: dict[str, list[float]] = {name: [] for name in variants}
         codes: dict[str, set[int]] = {name: set() for name in variants}
-        libraries, stages = [], []
-        leads = {"check": [], "check, probe after the store": []}  # the probe started before the sweep was stored by (s)
-        tails = {"check": [], "check, probe after the store": []}  # the check ended after the probe's last write by (s)
+        # Around the probe's own work, from its record: the seconds from the command's start to the probe's first
+        # write, and from its last write to the command's end. These do not carry the framework's import and
+        # kernels, whose run-to-run spread (+-0.5 s) hides a harness's cost in the totals.
+        around: dict[str, list[float]] = {name: [] for name in variants if name != "bare"}
+        libraries, stages, leads = [], [], []
         for _ in range(args.runs):
             for name, command in variants.items():  # alternate, so drift hits every variant alike
-                seconds, code = timed(command, env)
+                seconds, code, began, ended = timed(command, env)
                 times[name].append(seconds)
                 codes[name].add(code)
-                if name in leads and (times_ := probe_times(work / "bench.db")):
-                    leads[name].append(round(times_[0] - times_[1], 3))
-                    tails[name].append(round(time.time() - times_[2], 3))
-                if name == "probe.pyz" and result.exists():
+                if name == "bare":
+                    continue
+                record = stored_probe(work / "bench.db") if name.startswith("check") else \
+                    json.loads((result if name == "probe.pyz" else work / "no-state.json").read_text())
+                if record.get("started_at") and record.get("finished_at"):
+                    around[name].append(round((record["started_at"] - began) + (ended - record["finished_at"]), 3))
+                if name == "check":  # the probe started this long before the sweep was stored (early start)
+                    leads.append(round(record.get("sweep_created_at", 0) - record.get("started_at", 0), 3))
+                if name == "probe.pyz":
                     libraries.append(library_seconds(result))
                     stages.append(stage_seconds(result))
-        bare, check, probe = (statistics.median(times[k]) for k in ("bare", "check", "probe.pyz"))
+        median = {name: statistics.median(values) for name, values in times.items()}
+        outside = {name: round(statistics.median(values), 3) for name, values in around.items() if values}
+        bare, check, probe = median["bare"], median["check"], median["probe.pyz"]
         rungs = statistics.median(libraries) if libraries else 0.0
-        no_state = statistics.median(times["probe.pyz, no GPU state"])
-        late = statistics.median(times["check, probe after the store"])
         breakdown = {key: round(statistics.median(s.get(key, 0.0) for s in stages), 3) for key in (stages[0] if stages else {})}
-        row = {"framework": framework, "bare_s": round(bare, 3), "probe_s": round(probe, 3), "check_s": round(check, 3),
-               "probe_no_gpu_state_s": round(no_state, 3), "gpu_state_s": round(probe - no_state, 3),
-               "library_rungs_s": round(rungs, 3), "check_probe_after_store_s": round(late, 3),
-               "probe_stages_s": breakdown, "probe_started_before_the_sweep_s": leads, "check_ended_after_the_probe_s": tails, "check_over_bare_s": round(check - bare, 3),
-               "harness_over_bare_s": round(check - bare - rungs, 3), "exit_codes": {k: sorted(v) for k, v in codes.items()},
-               "runs": args.runs, "times": times}
+        cli = outside.get("check", 0.0) - outside.get("probe.pyz", 0.0)
+        row = {"framework": framework, "runs": args.runs, "median_s": {k: round(v, 3) for k, v in median.items()},
+               "outside_the_probe_s": outside, "library_rungs_s": round(rungs, 3), "probe_stages_s": breakdown,
+               "check_over_bare_s": round(check - bare, 3), "harness_over_bare_s": round(check - bare - rungs, 3),
+               "cli_and_store_s": round(cli, 3), "probe_started_before_the_sweep_s": leads,
+               "exit_codes": {k: sorted(v) for k, v in codes.items()}, "times": times, "around": around}
         rows.append(row)
-        print(f"{framework:<6} bare {bare:6.2f} s  probe {probe:6.2f} s  check {check:6.2f} s  -> check over bare {check - bare:+.2f} s, "
-              f"of which library rungs {rungs:.2f} s; the harness itself {check - bare - rungs:+.2f} s (target <= 0.5 s): "
-              f"the GPU-state watch {probe - no_state:+.2f} s, the CLI and store around the probe {check - probe:+.2f} s "
-              f"(started after the store instead: check {late:.2f} s, {late - probe:+.2f} s)  exit codes {row['exit_codes']}", flush=True)
+        print(f"{framework:<6} bare {bare:5.2f} s  probe {probe:5.2f} s  check {check:5.2f} s (probe after the store: "
+              f"{median['check, probe after the store']:5.2f} s)  check - bare {check - bare:+.2f} s, of which library rungs "
+              f"{rungs:.2f} s: the harness {check - bare - rungs:+.2f} s (target <= 0.5 s)", flush=True)
+        print(f"       outside the probe's own work (median s): {outside}; so the CLI and store add {cli:+.2f} s to the probe "
+              f"alone, the GPU-state watch {outside.get('probe.pyz', 0) - outside.get('probe.pyz, no GPU state', 0):+.2f} s "
+              f"and the probe's rungs {probe - bare - rungs - outside.get('probe.pyz', 0):+.2f} s over the bare product "
+              f"(the rest, noisy); the probe started {leads} s before the sweep was stored; exit codes {row['exit_codes']}", flush=True)
         print(f"       the probe's stages and rungs (median s): {breakdown}", flush=True)
-        print("       the probe started before the sweep was stored by (s): "
-              + "; ".join(f"{name}: {values}" for name, values in leads.items()), flush=True)
-        print("       the check ended after the probe's last write by (s): "
-              + "; ".join(f"{name}: {values}" for name, values in tails.items()), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"python": sys.version, "rows": rows}, indent=2))
 
