@@ -249,7 +249,7 @@ def check(
         from .executors.local import start_early
         from .model import BenchSpec
 
-        start_early(spec.stacks[0].framework, spec.timeouts, BenchSpec() if bench else None)  # before the store: see start_early
+        start_early(spec.stacks[0].framework, spec.timeouts, BenchSpec() if bench else None)  # before the store: executors/early.py
     from . import sweep as pipeline
     from .report.terminal import RichProgress
     from .store import Store

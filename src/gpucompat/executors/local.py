@@ -11,7 +11,6 @@ and kills the whole process group.
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import json
 import os
@@ -19,13 +18,11 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from .. import env_cache, envs
@@ -33,37 +30,21 @@ from ..concurrency import Limits, limits
 from ..envs.uv import uv_bin
 from ..model import BenchSpec, Cell, Observation, Timeouts
 from ..paths import cache_dir
-from ..probe_build import probe_pyz
-from ..quoting import shell_comment, shell_word
+from ..quoting import shell_comment
+from . import early
 from .base import (DONE, INSTALLING, READY_MARKER, RUNNING, SHARED_PROBE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments,
                    probe_command, sweep_probe, tail)
+from .early import kill_group, watched
 
 POLL_S = 0.05
 
 
-# Every job process runs in its own session (so one kill reaches all it started) behind this
-# watchdog: when gpucompat itself is gone, even by SIGKILL, the watchdog kills the job's whole
-# process group within a second, so no probe or install outlives the sweep that started it.
-# `$$` is the job itself once `exec` has replaced the shell; the loop also ends when it exits.
-WATCHDOG = ('parent=$1; shift; ( while kill -0 "$parent" 2>/dev/null && kill -0 $$ 2>/dev/null; '
-            'do sleep 1; done; kill -KILL 0 ) & exec "$@"')
 PID_FILE = "job.pid"
 
 
 def _runtime(cell: Cell) -> str | None:
     """A container stack's runtime, chosen here on the submit side (the same machine): its full path."""
     return envs.container.local_runtime(cell.resolved) if cell.stack.env == "container" else None
-
-
-def watched(command: list[str]) -> list[str]:
-    return ["/bin/sh", "-c", WATCHDOG, "gpucompat-watchdog", str(os.getpid()), *command]
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def kill_leftover(job_path: Path) -> bool:
@@ -84,63 +65,16 @@ def kill_leftover(job_path: Path) -> bool:
     return True
 
 
-# A probe started before its cell exists. `check FRAMEWORK --env current` starts it first thing, so the
-# framework's import (seconds) overlaps gpucompat's own start (SQLAlchemy, the store, the sweep's cells:
-# about half a second). The executor adopts it for the job whose command and GPU are the same; one
-# never adopted is killed when gpucompat exits (and by its watchdog if gpucompat is killed).
-@dataclass
-class EarlyProbe:
-    key: tuple  # (interpreter, probe arguments, CUDA_VISIBLE_DEVICES or None): what the job would run
-    path: Path  # its own directory, until the job that adopts it copies what it wrote
-    proc: subprocess.Popen
-    began: float  # time.monotonic() at its start
-
-
-_early: list[EarlyProbe] = []
-
-
-def _early_key(framework: str, interpreter: str, timeouts: Timeouts, bench: BenchSpec | None, device: str | None) -> tuple:
-    return interpreter, probe_arguments(framework, timeouts, bench, stage_timeouts=False), device
-
-
 def start_early(framework: str, timeouts: Timeouts, bench: BenchSpec | None) -> None:
-    """Start the probe of a one-cell check of this interpreter now, on the GPU its job would get:
-    the first GPU of this machine's one GPU class, or none where no GPU is visible. Where the
-    choice is not that plain (several classes, a bench run over several GPUs) nothing starts."""
+    """`check FRAMEWORK --env current`'s early probe (executors/early.py), on the GPU its job would get:
+    the first GPU of this machine's one GPU class, or none where no GPU is visible. Where the choice is
+    not that plain (several classes, a bench run over several GPUs) nothing starts."""
     from ..discover.local import discover
 
     targets = discover()
     if len(targets) != 1 or (bench is not None and bench.scale):
         return
-    device = targets[0].devices[0] if targets[0].devices else None
-    key = _early_key(framework, sys.executable, timeouts, bench, device)
-    path = Path(tempfile.mkdtemp(prefix="gpucompat-early-"))
-    (path / "run.sh").write_text(f'#!/bin/sh\ncd "$(dirname "$0")" || exit 70\nexec {shell_word(key[0])} {shell_word(str(probe_pyz()))} {key[1]}\n')
-    env = {**os.environ, "GPUCOMPAT_JOB_DIR": str(path)}
-    if device is not None:
-        env["CUDA_VISIBLE_DEVICES"] = device
-    with (path / "stdout.log").open("w") as out, (path / "stderr.log").open("w") as err:
-        proc = subprocess.Popen(watched(["/bin/sh", str(path / "run.sh")]), stdout=out, stderr=err, env=env, start_new_session=True)
-    if not _early:
-        atexit.register(_end_early)
-    _early.append(EarlyProbe(key, path, proc, time.monotonic()))
-
-
-def _take_early(key: tuple) -> EarlyProbe | None:
-    for early in _early:
-        if early.key == key:
-            _early.remove(early)
-            return early
-    return None
-
-
-def _end_early() -> None:
-    """The early probes no job adopted: killed, and their directories removed."""
-    while _early:
-        early = _early.pop()
-        _kill_group(early.proc)
-        early.proc.wait()
-        shutil.rmtree(early.path, ignore_errors=True)
+    early.start(framework, timeouts, bench, targets[0].devices[0] if targets[0].devices else None)
 
 
 class LocalExecutor:
@@ -245,7 +179,7 @@ class LocalExecutor:
         with self._lock:
             procs = list(self._procs)
         for proc in procs:
-            _kill_group(proc)
+            kill_group(proc)
         if self._pool:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -287,7 +221,7 @@ class LocalExecutor:
             proc.wait(timeout=max(timeout, 0.1))
             return proc.returncode, False
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             proc.wait()
             return None, True
         finally:
@@ -345,19 +279,19 @@ class LocalExecutor:
             env["CUDA_VISIBLE_DEVICES"] = device
         if job.cell.stack.env != "current":
             env.pop("PYTHONPATH", None)  # a built environment is tested as built, nothing shadowing it
-        early = None
+        adopted = None
         if job.cell.stack.env == "current":
-            early = _take_early(_early_key(job.cell.stack.framework, job.interpreter, self.timeouts, self.bench,
+            adopted = early.take(early.key(job.cell.stack.framework, job.interpreter, self.timeouts, self.bench,
                                            None if device.startswith("cpu") else device))
-        if early is None:
-            _end_early()  # one started for another job would share its GPU: never two probes on one GPU
-        folder = early.path if early else job.path  # an early probe writes into its own directory until it ends
+        if adopted is None:
+            early.end_all()  # one started for another job would share its GPU: never two probes on one GPU
+        folder = adopted.path if adopted else job.path  # an early probe writes into its own directory until it ends
         result_path = folder / "result.json"
-        began = early.began if early else time.monotonic()
+        began = adopted.began if adopted else time.monotonic()
         began_wall = time.time() - (time.monotonic() - began)
         with (job.path / "stdout.log").open("w") as out, (job.path / "stderr.log").open("w") as err:
-            if early:
-                proc = early.proc
+            if adopted:
+                proc = adopted.proc
             else:
                 proc = subprocess.Popen(watched(["/bin/sh", str(job.path / "run.sh")]), stdout=out, stderr=err,
                                         env=env, start_new_session=True)
@@ -382,21 +316,21 @@ class LocalExecutor:
                     stage_began = facts.get("stage_started_at", began_wall)
                     if time.time() - stage_began > self.timeouts.for_stage(stage) or time.monotonic() - began > self.timeouts.cell:
                         timed_out_stage = stage
-                        _kill_group(proc)
+                        kill_group(proc)
                         proc.wait()
                         break
                     if self._cancelled.is_set():
-                        _kill_group(proc)
+                        kill_group(proc)
                         proc.wait()
                         break
             finally:
                 with self._lock:
                     self._procs.discard(proc)
-        if early:
+        if adopted:
             for name in ("result.json", "stdout.log", "stderr.log"):
-                if (early.path / name).exists():
-                    shutil.copyfile(early.path / name, job.path / name)
-            shutil.rmtree(early.path, ignore_errors=True)
+                if (adopted.path / name).exists():
+                    shutil.copyfile(adopted.path / name, job.path / name)
+            shutil.rmtree(adopted.path, ignore_errors=True)
             result_path = job.path / "result.json"
         try:
             facts = json.loads(result_path.read_text())
