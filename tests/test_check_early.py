@@ -119,3 +119,18 @@ def test_the_driver_files_name_the_gpus_or_nothing(tmp_path, monkeypatch):
     (tmp_path / "odd" / "0000:01:00.0" / "information").write_text("Model: something else\n")
     monkeypatch.setattr(early, "PROC_GPUS", tmp_path / "odd")
     assert early.proc_gpu_uuids() is None
+
+
+def test_without_the_driver_files_nvml_discovery_names_the_gpu(tmp_path, monkeypatch, clean):
+    from gpucompat.discover import local as discovery
+    from gpucompat.model import Target
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("GPUCOMPAT_EARLY_PROBE", raising=False)
+    monkeypatch.setattr(early, "PROC_GPUS", tmp_path / "absent")
+    monkeypatch.setattr(discovery, "discover", lambda: [Target(name="NVIDIA H100", count=2, devices=("GPU-a", "GPU-b"))])
+    early.start_on_this_gpu("cupy", Timeouts(), None)
+    assert not early._early  # two GPUs: the executor chooses
+    monkeypatch.setattr(discovery, "discover", lambda: [Target(name="NVIDIA H100", count=1, devices=("GPU-a",))])
+    early.start_on_this_gpu("cupy", Timeouts(), None)
+    assert early._early[0].key == early.key("cupy", sys.executable, Timeouts(), None, "GPU-a")

@@ -12,6 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.current.sm,clocks.max.sm,power
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >> "$OUT/gpu.txt" 2>&1
 "$PY" -c "import torch, jax, cupy; print('torch', torch.__version__, 'jax', jax.__version__, 'cupy', cupy.__version__)" >> "$OUT/gpu.txt" 2>&1
 "$PY" -c "import time; t = time.perf_counter(); from gpucompat.discover.local import discover; print('local discovery (NVML), cold:', discover(), round(time.perf_counter() - t, 3), 's')" >> "$OUT/gpu.txt" 2>&1
+{ echo "== /proc/driver/nvidia/gpus (the entry point's cheap way to name the GPU):"; ls /proc/driver/nvidia/gpus 2>&1; cat /proc/driver/nvidia/gpus/*/information 2>&1 | head -5; } >> "$OUT/gpu.txt"
 "$PY" benchmarks/check_latency.py --runs "${RUNS:-5}" --frameworks "${FRAMEWORKS:-torch,jax,cupy}" --json "$OUT/check-latency.json" 2>&1 | tee "$OUT/check-latency.txt"
 # Where a JAX probe's time goes: each first call in a bare interpreter (compiles included), written apart from the probe.
 "$PY" - > "$OUT/jax-first-calls.txt" 2>&1 <<'PY'

@@ -246,10 +246,10 @@ def check(
     text = check_plan_text(specs, python, env)
     spec = parse_plan(text, "check")
     if env == "current" and len(spec.stacks) == 1 and os.environ.get("GPUCOMPAT_EARLY_PROBE") != "0":
-        from .executors.local import start_early
+        from .executors.early import start_on_this_gpu
         from .model import BenchSpec
 
-        start_early(spec.stacks[0].framework, spec.timeouts, BenchSpec() if bench else None)  # before the store: executors/early.py
+        start_on_this_gpu(spec.stacks[0].framework, spec.timeouts, BenchSpec() if bench else None)  # before the store: executors/early.py
     from . import sweep as pipeline
     from .report.terminal import RichProgress
     from .store import Store

@@ -8,8 +8,8 @@ the local executor adopts it for the job whose command and GPU are exactly the o
 probe started changes. GPUCOMPAT_EARLY_PROBE=0 turns it off (benchmarks/check_latency.py measures both).
 
 Two places start one: the console entry point (`start_for_argv`), before the CLI is imported, where the
-command line is plainly one framework with --env current and the GPU is named by the driver's /proc
-files; else the CLI itself, after parsing the plan, with the GPU from NVML (`start`).
+command line is plainly one framework with --env current; else the CLI itself, after parsing the plan.
+Both start it on the GPU the job would get (`start_on_this_gpu`).
 """
 
 from __future__ import annotations
@@ -127,9 +127,8 @@ def proc_gpu_uuids() -> list[str] | None:
 
 def start_for_argv(argv: list[str]) -> None:
     """The console entry point's early start: `check FRAMEWORK --env current` with no option that changes the
-    probe, on a machine whose one GPU the driver's /proc files name and with no CUDA_VISIBLE_DEVICES to honour.
-    Anything else is left to the CLI. A guess that turns out wrong costs a killed probe, never a wrong result."""
-    if not argv or argv[0] != "check" or "CUDA_VISIBLE_DEVICES" in os.environ:
+    probe. Anything else is left to the CLI. A guess that turns out wrong costs a killed probe, never a wrong result."""
+    if not argv or argv[0] != "check":
         return
     names, env, bench, words = [], None, False, iter(argv[1:])
     for word in words:
@@ -145,7 +144,23 @@ def start_for_argv(argv: list[str]) -> None:
             names.append(word)
     if env != "current" or len(names) != 1 or names[0] not in FRAMEWORKS:
         return
-    uuids = proc_gpu_uuids()
-    if uuids is None or len(uuids) > 1:  # several GPUs: which one the job gets is the executor's to say
+    start_on_this_gpu(names[0], Timeouts(), BenchSpec() if bench else None)
+
+
+def start_on_this_gpu(framework: str, timeouts: Timeouts, bench: BenchSpec | None) -> None:
+    """Start the probe on the GPU its job would get: the one GPU of this machine, named by the driver's /proc
+    files (cheap) or else by NVML's discovery (what the executor itself uses), or none where no GPU is
+    visible. Where the choice is not that plain (several GPUs, a bench run over several, a CUDA_VISIBLE_DEVICES
+    to honour) nothing starts, and the job starts its own probe."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ or (bench is not None and bench.scale):
         return
-    start(names[0], Timeouts(), BenchSpec() if bench else None, uuids[0] if uuids else None)
+    uuids = proc_gpu_uuids()
+    if uuids is None:
+        from ..discover.local import discover
+
+        targets = discover()
+        if len(targets) != 1 or targets[0].count > 1:
+            return
+        uuids = list(targets[0].devices)
+    if len(uuids) <= 1:
+        start(framework, timeouts, bench, uuids[0] if uuids else None)

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import env_cache, envs
 from ..concurrency import Limits, limits
 from ..envs.uv import uv_bin
-from ..model import BenchSpec, Cell, Observation, Timeouts
+from ..model import Cell, Observation
 from ..paths import cache_dir
 from ..quoting import shell_comment
 from . import early
@@ -63,18 +63,6 @@ def kill_leftover(job_path: Path) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
-
-
-def start_early(framework: str, timeouts: Timeouts, bench: BenchSpec | None) -> None:
-    """`check FRAMEWORK --env current`'s early probe (executors/early.py), on the GPU its job would get:
-    the first GPU of this machine's one GPU class, or none where no GPU is visible. Where the choice is
-    not that plain (several classes, a bench run over several GPUs) nothing starts."""
-    from ..discover.local import discover
-
-    targets = discover()
-    if len(targets) != 1 or (bench is not None and bench.scale):
-        return
-    early.start(framework, timeouts, bench, targets[0].devices[0] if targets[0].devices else None)
 
 
 class LocalExecutor:
