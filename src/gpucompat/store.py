@@ -598,7 +598,7 @@ class Store:
 
     def cells_of(self, sweep_id: int, pending_only: bool = False) -> list[Cell]:
         query = (
-            sa.select(cells.c.id, stacks, targets.c.data.label("target_data"))
+            sa.select(cells.c.id, cells.c.stack_id, cells.c.target_id, stacks, targets.c.data.label("target_data"))
             .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
                          .outerjoin(results, results.c.cell_id == cells.c.id))
             .where(cells.c.sweep_id == sweep_id)
@@ -606,15 +606,19 @@ class Store:
         )
         if pending_only:
             query = query.where(results.c.id.is_(None))
-        out = []
+        out, stacks_seen, targets_seen = [], {}, {}  # one object per stack and per target, shared by their cells
         with self._read() as conn:
             for row in conn.execute(query).mappings():
-                stack = _stack_from(row["data"])
-                resolved = ResolvedStack(
-                    stack, ok=row["resolved_ok"], pins=tuple(row["pins"]), cuda_runtime=row["cuda_runtime"],
-                    cudnn=row["cudnn"], error=row["resolve_error"], cause=row["resolve_cause"],
-                )
-                out.append(Cell(row["id"], stack, _target_from(row["target_data"]), resolved))
+                resolved = stacks_seen.get(row["stack_id"])
+                if resolved is None:
+                    resolved = stacks_seen[row["stack_id"]] = ResolvedStack(
+                        _stack_from(row["data"]), ok=row["resolved_ok"], pins=tuple(row["pins"]), cuda_runtime=row["cuda_runtime"],
+                        cudnn=row["cudnn"], error=row["resolve_error"], cause=row["resolve_cause"],
+                    )
+                target = targets_seen.get(row["target_id"])
+                if target is None:
+                    target = targets_seen[row["target_id"]] = _target_from(row["target_data"])
+                out.append(Cell(row["id"], resolved.stack, target, resolved))
         return out
 
     def bench_rows(self, sweep_id: int | None) -> list[dict]:

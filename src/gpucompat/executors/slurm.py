@@ -75,6 +75,11 @@ def cell_request(cell: Cell, bench: BenchSpec | None) -> tuple[str, ...]:
     return tuple(request_args(cell.target, bench if framework in ("torch", "jax") else None))
 
 
+# What collect() reads of a task's final record; a whole `scontrol show job` record is ~70 fields, kept
+# for every cell until the sweep ends it was most of the ~12 KiB a cell held (benchmarks/slurm_scale.py).
+FINAL_FIELDS = ("JobState", "ExitCode", "RunTime", "Reason")
+
+
 def job_fields(text: str) -> dict[str, str]:
     """`scontrol show job -o` -> {'JobState': 'TIMEOUT', 'ExitCode': '0:9', ...}."""
     fields = {}
@@ -343,7 +348,7 @@ class SlurmExecutor:
                 fields = job_fields(line)
                 task = f"{fields.get('ArrayJobId', fields.get('JobId'))}_{fields.get('ArrayTaskId', '')}"
                 if task in wanted:  # the others are still running: their record is not final
-                    self._final[task] = fields
+                    self._final[task] = {key: fields[key] for key in FINAL_FIELDS if key in fields}
         for task in tasks:
             self._final.setdefault(task, {})  # {}: Slurm forgot it (MinJobAge); result.json says what happened
 
