@@ -51,8 +51,18 @@ def inner(plan: str) -> None:
     event.listen(Engine, "before_cursor_execute",
                  lambda conn, cursor, statement, *rest: counts.update([statement.split(None, 1)[0].upper()]))
     sys.path.insert(0, str(REPO / "src"))
+    from gpucompat import sweep as pipeline
     from gpucompat.cli import main as gpucompat_main
 
+    run, peak_run = pipeline.run, []
+
+    def measured_run(*args, **kwargs):  # the peak while the cells run, before the closing table is built
+        try:
+            return run(*args, **kwargs)
+        finally:
+            peak_run.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+    pipeline.run = measured_run
     cpu, wall = time.process_time(), time.perf_counter()
     sys.argv = ["gpucompat", "sweep", plan]
     try:
@@ -63,7 +73,8 @@ def inner(plan: str) -> None:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     print("JSON " + json.dumps({"exit": code, "cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall,
-                                "peak_rss_mib": own.ru_maxrss / 1024, "children_cpu_s": children.ru_utime + children.ru_stime,
+                                "peak_rss_mib": own.ru_maxrss / 1024,
+                                "peak_rss_run_mib": peak_run[0] if peak_run else None, "children_cpu_s": children.ru_utime + children.ru_stime,
                                 "commits": counts["commits"], "statements": {k: v for k, v in counts.items() if k != "commits"}}))
 
 
@@ -116,7 +127,8 @@ def main() -> None:
             row["commits_per_cell"] = row["commits"] / row["cells"]
             rows.append(row)
             print(f"{row['cells']:>5} cells: wall {row['wall_s']:7.1f} s, gpucompat's own CPU {row['cpu_s']:6.1f} s "
-                  f"({row['cpu_per_cell_s']:.4f} s/cell; target < 0.05), peak RSS {row['peak_rss_mib']:.0f} MiB, "
+                  f"({row['cpu_per_cell_s']:.4f} s/cell; target < 0.05), peak RSS {row['peak_rss_mib']:.0f} MiB "
+                  f"({row['peak_rss_run_mib'] or 0:.0f} MiB while the cells ran, before the closing table), "
                   f"{row['commits_per_cell']:.2f} commits/cell, statements {row['statements']}, scheduler {row['scheduler_calls']}, "
                   f"busiest second {row['busiest_second_state_calls']} state calls; exit {row['exit']}", flush=True)
     finally:

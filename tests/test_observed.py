@@ -6,6 +6,10 @@ prediction of each cell made at creation as a sweep makes it."""
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -99,3 +103,36 @@ def test_public_reports_that_contradict_each_other_make_the_answer_uncertain_nam
     assert disagree.text.startswith("sources disagree: the build has SASS") and row["source"] in disagree.source and other["source"] in disagree.source
     monkeypatch.setattr(tables, "table", real)
     assert rules.predict_stack("torch", "2.4.1", "cu121", "8.9", "550.90.07").verdict == "pass"  # one report: a confident answer
+
+
+# --- explain reads a SQLite store through sqlite3, with the store's own query compiled once -------------------
+
+def test_sqlite3_reads_exactly_what_the_store_reads_and_leaves_sqlalchemy_unimported(tmp_path, monkeypatch):
+    from gpucompat.answers.observed import _row, stored_rows
+
+    monkeypatch.setenv("GPUCOMPAT_CACHE", str(tmp_path / "cache"))
+    url = store_with(tmp_path, "COMPUTE_ERROR", "compute", "boom")
+    for source in (None, "local", "imported", "a-site"):
+        for framework in (None, "torch", "jax"):
+            by_store = [_row(r) for r in Store(url, readonly=True).result_rows(None, source=source, framework=framework)]
+            assert stored_rows(url, source, framework) == by_store
+    code = ("import sys; from gpucompat.answers.observed import stored_rows; rows = stored_rows(sys.argv[1], None, 'torch'); "
+            "print(len(rows), rows[0]['code'], 'sqlalchemy' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, check=True,
+                          env={**os.environ, "GPUCOMPAT_CACHE": str(tmp_path / "cache")})
+    assert proc.stdout.split() == ["1", "COMPUTE_ERROR", "False"]
+
+
+def test_a_store_of_another_schema_version_is_left_to_the_store(tmp_path, monkeypatch):
+    from gpucompat.answers.observed import _sqlite_rows
+
+    monkeypatch.setenv("GPUCOMPAT_CACHE", str(tmp_path / "cache"))
+    url = store_with(tmp_path, "PASS", "compute", "ran")
+    path = tmp_path / "site.db"
+    assert len(_sqlite_rows(path, None, "torch")) == 1
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    assert _sqlite_rows(path, None, "torch") is None  # the store then refuses it with its own sentence
+    proc = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "550.90.07", "--db", url, check=2)
+    assert "schema version 99, newer than this gpucompat understands" in proc.stderr
+    assert _sqlite_rows(tmp_path / "not-a-store.db", None, "torch") is None

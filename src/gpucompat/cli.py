@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from .cli_envs import register as register_envs
 from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
@@ -41,8 +39,33 @@ def _out_width() -> int | None:
         return 200
 
 
-out = Console(width=_out_width())
-err = Console(stderr=True)
+class _Console:
+    """A Rich console made at its first use, so that answers printed as JSON (`explain --json`, `--format json`)
+    never import Rich (40 ms of explain's start; benchmarks/answers_speed.py)."""
+
+    def __init__(self, **options):
+        self._options, self._console = options, None
+
+    def real(self):
+        """The Rich console itself, for what Rich holds on to (a progress display)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**{k: v() if callable(v) else v for k, v in self._options.items()})
+        return self._console
+
+    def __getattr__(self, name):
+        return getattr(self.real(), name)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+out = _Console(width=_out_width)
+err = _Console(stderr=True)
 
 EXIT_BROKEN, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNTESTED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
@@ -95,7 +118,7 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wi
     from . import sweep as pipeline
     from .report.terminal import RichProgress
 
-    with RichProgress(err) as progress:
+    with RichProgress(err.real()) as progress:
         pipeline.run(store, sweep_id, progress)
     rows = _print_results(store, sweep_id, "json" if json_out else fmt, wide=wide)
     if not json_out and fmt == "table" and store.sweep(sweep_id)["kind"] == "sweep":  # after the closing line; `check` stays quick
@@ -206,7 +229,7 @@ def sweep(
             if out_dir is None:
                 raise UserError("--dry-run needs --out DIR for the files a real run would submit.")
             with _interrupted_says(f"interrupted; a dry run stores nothing, and the files under {out_dir} are incomplete"):
-                with RichProgress(err) as progress:
+                with RichProgress(err.real()) as progress:
                     files = pipeline.dry_run(spec, text, options, out_dir, progress, force)
             for path in files:
                 out.print(escape(str(path)), highlight=False)
@@ -214,7 +237,7 @@ def sweep(
             return
         stacks = pipeline.plan_stacks(spec, options)
         store = Store(db)  # only now: every value is checked before a store is created or migrated
-        with _interrupted_says("interrupted before the sweep was stored; nothing was stored"), RichProgress(err) as progress:
+        with _interrupted_says("interrupted before the sweep was stored; nothing was stored"), RichProgress(err.real()) as progress:
             sweep_id = pipeline.start(store, spec, text, str(plan), options, progress, stacks=stacks)
         lock = pipeline.SweepLock(store, sweep_id)
         err.print(f"sweep {sweep_id}: {len(store.cells_of(sweep_id))} cells")
@@ -258,7 +281,7 @@ def check(
     spec = pipeline.with_options(spec, options)
     stacks = pipeline.plan_stacks(spec, options)
     store = Store(db)
-    with RichProgress(err) as progress:
+    with RichProgress(err.real()) as progress:
         sweep_id = pipeline.start(store, spec, text, None, options, progress, kind="check", stacks=stacks)
     rows = _run_and_report(store, sweep_id, json_out, wide=wide)
     codes = {row["code"] for row in rows}

@@ -9,15 +9,19 @@ from __future__ import annotations
 import json
 import sys
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _print_json(value) -> None:
     sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
-def register(app: typer.Typer, guarded, out: Console) -> None:
+def register(app: typer.Typer, guarded, out: "Console") -> None:
     """Add `envs` and `envs prune` to the command line (`guarded`: cli's one sentence and exit code; `out`: its console)."""
     envs_app = typer.Typer(help="The environments kept for sweeps ($GPUCOMPAT_CACHE/envs): list them, or prune them.")
 

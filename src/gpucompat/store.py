@@ -25,111 +25,8 @@ from .bench import figures as bench_figures
 from .errors import UserError
 from .paths import data_dir, default_url  # noqa: F401 (the store's defaults, named where they live)
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
-
-SCHEMA_VERSION = 5  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table; 5: sources, sweeps.source_id
-
-metadata = sa.MetaData()
-
-meta = sa.Table(
-    "meta", metadata,
-    sa.Column("key", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-sources = sa.Table(  # where an imported sweep came from (bundle.py); a sweep run here has none
-    "sources", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("site", sa.Text, nullable=False, index=True),
-    sa.Column("origin", sa.String(64), nullable=False, unique=True),  # the sweep's digest: each is imported once
-    sa.Column("data", sa.JSON, nullable=False),  # the bundle's provenance: gpucompat version, plan digest, times, its id there
-)
-sweeps = sa.Table(
-    "sweeps", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("kind", sa.String(16), nullable=False),  # "sweep" or "check"
-    sa.Column("status", sa.String(16), nullable=False),  # running, done, interrupted
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("finished_at", sa.Float),
-    sa.Column("plan_path", sa.Text),
-    sa.Column("plan_text", sa.Text, nullable=False),
-    sa.Column("options", sa.JSON, nullable=False),
-    sa.Column("source_id", sa.Integer, sa.ForeignKey("sources.id")),  # None: run here; else imported (sources)
-)
-targets = sa.Table(
-    "targets", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("sweep_id", sa.Integer, sa.ForeignKey("sweeps.id"), nullable=False, index=True),
-    sa.Column("key", sa.Text, nullable=False),
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("cc", sa.String(8)),
-    sa.Column("driver", sa.String(32)),
-    sa.Column("data", sa.JSON, nullable=False),
-)
-stacks = sa.Table(
-    "stacks", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("sweep_id", sa.Integer, sa.ForeignKey("sweeps.id"), nullable=False, index=True),
-    sa.Column("key", sa.Text, nullable=False),
-    sa.Column("framework", sa.String(32), nullable=False),
-    sa.Column("version", sa.String(64), nullable=False),
-    sa.Column("variant", sa.String(32), nullable=False),
-    sa.Column("python", sa.Text, nullable=False),
-    sa.Column("env", sa.String(16), nullable=False),
-    sa.Column("data", sa.JSON, nullable=False),
-    sa.Column("resolved_ok", sa.Boolean, nullable=False),
-    sa.Column("pins", sa.JSON, nullable=False),
-    sa.Column("cuda_runtime", sa.String(16)),
-    sa.Column("cudnn", sa.String(16)),
-    sa.Column("resolve_error", sa.Text),
-    sa.Column("resolve_cause", sa.String(32)),  # uv could not ask (network, index...): the stack is untested, not impossible
-)
-cells = sa.Table(
-    "cells", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("sweep_id", sa.Integer, sa.ForeignKey("sweeps.id"), nullable=False, index=True),
-    sa.Column("stack_id", sa.Integer, sa.ForeignKey("stacks.id"), nullable=False),
-    sa.Column("target_id", sa.Integer, sa.ForeignKey("targets.id"), nullable=False),
-    sa.UniqueConstraint("sweep_id", "stack_id", "target_id"),
-)
-results = sa.Table(
-    "results", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cells.id"), nullable=False, unique=True),
-    sa.Column("code", sa.String(32), nullable=False, index=True),
-    sa.Column("stage", sa.String(16), nullable=False),
-    sa.Column("summary", sa.Text, nullable=False),
-    sa.Column("warnings", sa.JSON, nullable=False),
-    sa.Column("evidence", sa.JSON, nullable=False),
-    sa.Column("probe", sa.JSON),  # the raw result.json
-    sa.Column("duration_s", sa.Float),
-    sa.Column("finished_at", sa.Float, nullable=False),
-    # False: the verdict is the prediction, the cell was not run (--skip-predicted-failures)
-    sa.Column("observed", sa.Boolean, nullable=False, server_default=sa.true()),
-)
-predictions = sa.Table(
-    "predictions", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cells.id"), nullable=False, unique=True),
-    sa.Column("verdict", sa.String(16), nullable=False),  # pass, fail, uncertain
-    sa.Column("code", sa.String(32)),
-    sa.Column("stage", sa.String(16)),
-    sa.Column("warnings", sa.JSON, nullable=False),
-    sa.Column("reasons", sa.JSON, nullable=False),
-)
-
-bench = sa.Table(  # the bench rung's figures: one row per measurement (and data type) of a cell
-    "bench", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cells.id"), nullable=False, index=True),
-    sa.Column("measurement", sa.String(32), nullable=False),
-    sa.Column("dtype", sa.String(16), nullable=False),
-    sa.Column("value", sa.Float, nullable=False),
-    sa.Column("unit", sa.String(16), nullable=False),
-    sa.Column("better", sa.String(8), nullable=False),  # higher or lower
-    sa.Column("spread", sa.Float),  # interquartile range of the repetitions, in the same unit
-    sa.Column("repetitions", sa.Integer, nullable=False),
-    sa.Column("data", sa.JSON, nullable=False),  # NVML clocks before and after, size, note, the samples
-)
+from .store_schema import (SCHEMA_VERSION, bench, cells, meta, metadata, predictions, results, sources, stacks,  # noqa: F401 (named here too)
+                           sweeps, targets)
 
 
 def runs_dir_for(sqlite_file: Path | None, shown_url: str) -> Path:
@@ -232,13 +129,15 @@ def _target_from(data: dict) -> Target:
     return Target(**{**data, **tuples})
 
 
-def _from_source(query, source: str | None):
-    """Only the sweeps of one source: "local" (run here), "imported" (from any bundle) or a site's name."""
+def _from_source(query, source: str | None, bound: bool = False):
+    """Only the sweeps of one source: "local" (run here), "imported" (from any bundle) or a site's name
+    (bound: as the named parameter :site)."""
     if source is None:
         return query
     if source == "local":
         return query.where(sweeps.c.source_id.is_(None))
-    return query.where(sweeps.c.source_id.in_(sa.select(sources.c.id).where(sa.true() if source == "imported" else sources.c.site == source)))
+    site = sa.literal_column(":site") if bound else source
+    return query.where(sweeps.c.source_id.in_(sa.select(sources.c.id).where(sa.true() if source == "imported" else sources.c.site == site)))
 
 
 def _import_fact(name: str):
@@ -666,30 +565,46 @@ class Store:
         """One flat row per cell with its verdict (None where it has none yet); every sweep's if None; only one source's
         sweeps if given ("local", "imported" or a site's name); only one framework's stacks if given (explain asks one).
         Each row names its source: "local" or the site's name."""
-        query = (
-            sa.select(
-                cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
-                stacks.c.env, stacks.c.data["image"].as_string().label("image"),  # env "container": the image tested
-                stacks.c.cuda_runtime, stacks.c.cudnn, targets.c.name.label("gpu"), targets.c.cc,
-                targets.c.driver, results.c.code, results.c.stage, results.c.summary, results.c.warnings,
-                results.c.evidence, results.c.duration_s, results.c.observed,
-                # only what reports show from the raw probe JSON, extracted by the database
-                _import_fact("version").label("probe_version"), _import_fact("cuda_runtime").label("probe_cuda_runtime"),
-                _import_fact("cudnn").label("probe_cudnn"), results.c.probe["system"]["python"].as_string().label("probe_python"),
-                predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
-                predictions.c.reasons.label("predicted_reasons"), sa.func.coalesce(sources.c.site, "local").label("source"),
-            )
-            .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
-                         .join(sweeps, sweeps.c.id == cells.c.sweep_id).outerjoin(sources, sources.c.id == sweeps.c.source_id)
-                         .outerjoin(results, results.c.cell_id == cells.c.id)
-                         .outerjoin(predictions, predictions.c.cell_id == cells.c.id))
-            .order_by(cells.c.id)
-        )
-        query = _from_source(query, source)
-        if framework is not None:
-            query = query.where(stacks.c.framework == framework)
+        query = _result_rows_query(source, framework)
         if sweep_id is not None:
             query = query.where(cells.c.sweep_id == sweep_id)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def result_rows_sqlite(source: str | None, framework: str | None) -> str:
+    """Store.result_rows(None, source, framework) as SQLite's SQL, with a site's name and the framework as the
+    named parameters :site and :framework: explain runs it through the standard library's sqlite3, without
+    importing SQLAlchemy (answers/observed.py keeps it, compiled once per gpucompat version and kind of question)."""
+    from sqlalchemy.dialects import sqlite
+
+    query = _result_rows_query(source, framework, bound=True)
+    return str(query.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+
+
+def _result_rows_query(source: str | None, framework: str | None, bound: bool = False):
+    """bound: a site's name and the framework as the named parameters :site and :framework instead of values."""
+    query = (
+        sa.select(
+            cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
+            stacks.c.env, stacks.c.data["image"].as_string().label("image"),  # env "container": the image tested
+            stacks.c.cuda_runtime, stacks.c.cudnn, targets.c.name.label("gpu"), targets.c.cc,
+            targets.c.driver, results.c.code, results.c.stage, results.c.summary, results.c.warnings,
+            results.c.evidence, results.c.duration_s, results.c.observed,
+            # only what reports show from the raw probe JSON, extracted by the database
+            _import_fact("version").label("probe_version"), _import_fact("cuda_runtime").label("probe_cuda_runtime"),
+            _import_fact("cudnn").label("probe_cudnn"), results.c.probe["system"]["python"].as_string().label("probe_python"),
+            predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
+            predictions.c.reasons.label("predicted_reasons"), sa.func.coalesce(sources.c.site, "local").label("source"),
+        )
+        .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
+                     .join(sweeps, sweeps.c.id == cells.c.sweep_id).outerjoin(sources, sources.c.id == sweeps.c.source_id)
+                     .outerjoin(results, results.c.cell_id == cells.c.id)
+                     .outerjoin(predictions, predictions.c.cell_id == cells.c.id))
+        .order_by(cells.c.id)
+    )
+    query = _from_source(query, source, bound)
+    if framework is not None:
+        query = query.where(stacks.c.framework == (sa.literal_column(":framework") if bound else framework))
+    return query
 

@@ -7,22 +7,69 @@ to report upstream, or a broken node). `results --surprises` lists every such di
 from __future__ import annotations
 
 import datetime
+import os
+from contextlib import suppress
 from pathlib import Path
 
 from ..analysis import shown_python, shown_version
 from ..model import PASS, UNTESTED
-from ..paths import default_url
+from ..paths import cache_dir, default_url
 
 
 def stored_rows(db: str | None, source: str | None = None, framework: str | None = None) -> list[dict]:
-    """Every stored cell as a display row, or none when the default SQLite file does not exist yet
-    (then the store and SQLAlchemy are never even imported: explain stays offline and fast)."""
+    """Every stored cell (of one source, of one framework) as a display row; none when the SQLite file does not
+    exist yet. A SQLite store is read through the standard library's sqlite3 with the store's own query,
+    compiled by SQLAlchemy once (`_sqlite_rows`): importing SQLAlchemy would take most of explain's start."""
     url = db or default_url()
-    if url.startswith("sqlite:///") and "?" not in url and not Path(url[len("sqlite:///"):]).exists():
+    path = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") and "?" not in url else None
+    if path is not None and not path.exists():
         return []
+    rows = _sqlite_rows(path, source, framework) if path is not None else None
+    if rows is not None:
+        return rows
     from ..store import Store
 
     return [_row(r) for r in Store(url, readonly=True).result_rows(None, source=source, framework=framework)]
+
+
+def _query_file(source: str | None, framework: str | None) -> Path:
+    """Where the compiled query is kept: one per gpucompat version, store source and kind of question."""
+    from .. import __version__
+
+    here = Path(__file__).resolve().parent.parent
+    stamp = "-".join(f"{s.st_mtime_ns:x}{s.st_size:x}" for s in ((here / "store.py").stat(), (here / "store_schema.py").stat()))
+    kind = "all" if source is None else source if source in ("local", "imported") else "site"
+    return cache_dir() / "queries" / f"result-rows-{__version__}-{stamp}-{kind}-{'one' if framework else 'every'}.json"
+
+
+def _sqlite_rows(path: Path, source: str | None, framework: str | None) -> list[dict] | None:
+    """The rows through sqlite3, read-only; None where that cannot answer (another schema version, a file
+    sqlite3 cannot open read-only, not a gpucompat store): the store then opens it and says what is wrong."""
+    import json
+    import sqlite3
+    from contextlib import closing
+
+    try:
+        query_file = _query_file(source, framework)
+        query = json.loads(query_file.read_text())
+    except (OSError, ValueError):
+        from ..store import SCHEMA_VERSION, result_rows_sqlite
+
+        query = {"schema_version": str(SCHEMA_VERSION), "sql": result_rows_sqlite(source, framework)}
+        with suppress(OSError):
+            query_file.parent.mkdir(parents=True, exist_ok=True)
+            partial = query_file.with_suffix(f".{os.getpid()}")
+            partial.write_text(json.dumps(query))
+            os.replace(partial, query_file)
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            conn.row_factory = sqlite3.Row
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if version is None or str(version[0]) != query["schema_version"]:
+                return None
+            return [_row(dict(r)) for r in conn.execute(query["sql"], {"site": source, "framework": framework})]
+    except sqlite3.Error:
+        return None
 
 
 def _row(raw: dict) -> dict:
