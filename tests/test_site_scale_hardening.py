@@ -330,3 +330,36 @@ def test_results_bench_says_which_sweep_it_looked_at_when_none_has_figures(isola
     proc = run_cli("results", "--bench", check=0)
     assert ("sweep 1 (sweep), the newest, has no benchmark figures, and no other stored sweep or check has any: "
             "run one with --bench.") in " ".join(proc.stdout.split())
+
+
+# --- a big sweep's closing tables: each cell up to 500, grouped past them (a 2,040-row table took 30 MiB) ----------
+
+def _stored_sweep(url: str, targets: int) -> int:
+    from gpucompat.model import Outcome, ResolvedStack, Stack, Target
+    from gpucompat.store import Store
+
+    store = Store(url)
+    resolved = [ResolvedStack(Stack("cuda-runtime", "12.4", "default", "3.12", "uv"), True, (), "12.4")]
+    classes = [Target(name=f"NVIDIA A100 ({n})", cc="8.0", declared=True, count=1) for n in range(targets)]
+    sweep = store.create_sweep("big", "sweep", "", None, {}, classes, resolved,
+                               lambda r, t: {"verdict": "fail", "code": "NO_DEVICE", "stage": "device", "warnings": [], "reasons": []})
+    for cell in store.cells_of(sweep):
+        store.record_result(cell.id, Outcome("NO_DEVICE", "device", "no GPU", {}), None)
+    store.close()
+    return sweep
+
+
+@pytest.mark.parametrize("targets, grouped", [(500, False), (501, True)])
+def test_a_sweeps_closing_tables_group_past_500_cells(tmp_path, monkeypatch, capsys, targets, grouped):
+    from gpucompat import cli
+    from gpucompat.store import Store
+
+    monkeypatch.setenv("COLUMNS", "120")
+    url = f"sqlite:///{tmp_path / 'big.db'}"
+    sweep = _stored_sweep(url, targets)
+    cli._print_results(Store(url), sweep, "table", per_cell=None)
+    shown = capsys.readouterr().out
+    assert ("NVIDIA A100 (499)" in shown) is not grouped  # a row per cell names its GPU class
+    assert (f"`gpucompat results --sweep {sweep} --cells` lists each of the {targets}" in shown) is grouped
+    cli._print_results(Store(url), sweep, "table", per_cell=True)  # `results --cells` is never grouped
+    assert "NVIDIA A100 (499)" in capsys.readouterr().out

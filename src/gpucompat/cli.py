@@ -20,52 +20,14 @@ import typer
 
 from .cli_envs import register as register_envs
 from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
+from .cli_console import LazyConsole, escape, out_width
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Which ML stacks work on which GPUs and drivers, and why not.")
 
 
-def _out_width() -> int | None:
-    """Tables fit $COLUMNS when it is set, else the terminal; piped output (a file, `less`) fits the terminal
-    the command was typed in, if any (stderr), else 200 columns for logs. Machines read --format csv/json."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    try:
-        if sys.stdout.isatty():
-            return None  # Rich follows the terminal
-        return os.get_terminal_size(sys.stderr.fileno()).columns or 200
-    except (AttributeError, ValueError, OSError):
-        return 200
-
-
-class _Console:
-    """A Rich console made at its first use, so that answers printed as JSON (`explain --json`, `--format json`)
-    never import Rich (40 ms of explain's start; benchmarks/answers_speed.py)."""
-
-    def __init__(self, **options):
-        self._options, self._console = options, None
-
-    def real(self):
-        """The Rich console itself, for what Rich holds on to (a progress display)."""
-        if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**{k: v() if callable(v) else v for k, v in self._options.items()})
-        return self._console
-
-    def __getattr__(self, name):
-        return getattr(self.real(), name)
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-
-out = _Console(width=_out_width)
-err = _Console(stderr=True)
+out = LazyConsole(width=out_width)
+err = LazyConsole(stderr=True)
 
 EXIT_BROKEN, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNTESTED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
@@ -120,7 +82,7 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wi
 
     with RichProgress(err.real()) as progress:
         pipeline.run(store, sweep_id, progress)
-    rows = _print_results(store, sweep_id, "json" if json_out else fmt, wide=wide)
+    rows = _print_results(store, sweep_id, "json" if json_out else fmt, per_cell=None, wide=wide)
     if not json_out and fmt == "table" and store.sweep(sweep_id)["kind"] == "sweep":  # after the closing line; `check` stays quick
         from .env_cache import summary, summary_line
 
@@ -130,7 +92,13 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wi
     return rows
 
 
-def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: bool = False) -> list[dict]:
+# A sweep's closing tables list each cell up to this many, else group them as `results` does: 2,040 cells
+# in one Rich table took 30 MiB at the end of a sweep that ran in 62 MiB (benchmarks/slurm_scale.py).
+CLOSING_CELLS = 500
+
+
+def _print_results(store, sweep_id: int, fmt: str, per_cell: bool | None = True, wide: bool = False) -> list[dict]:
+    """per_cell None: a sweep's closing tables (each cell, or grouped past CLOSING_CELLS)."""
     from .report import export
     from .report.rows import split, troubled_gpus
     from .report.terminal import results_tables, untested_table
@@ -156,7 +124,9 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
     elif fmt == "junit":
         sys.stdout.write(export.to_junit(sweep, verdicts) + "\n")
     else:
-        for table in results_tables(verdicts.surprises, verdicts.valid, verdicts.invalid, per_cell, wide):
+        shown = len(verdicts.valid) + len(verdicts.invalid)  # the surprises are among them, and always listed
+        grouped = per_cell is None and shown > CLOSING_CELLS
+        for table in results_tables(verdicts.surprises, verdicts.valid, verdicts.invalid, per_cell is not False and not grouped, wide):
             out.print(table, crop=False)  # each fits the width; with --wide it may be wider, and is not cut
         if verdicts.untested:
             out.print(untested_table(verdicts.untested, wide), crop=False)
@@ -166,6 +136,8 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         parts += [f"{len(verdicts.pending)} pending"] if verdicts.pending else []
         retry = f" (`gpucompat sweep --resume {sweep_id}` runs the {waiting} again)" if waiting else ""
         out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {', '.join(parts)}{retry}; database {escape(store.shown)}")
+        if grouped:
+            out.print(f"grouped past {CLOSING_CELLS} cells: `gpucompat results --sweep {sweep_id} --cells` lists each of the {shown}")
         for cause, gpus in troubled_gpus(verdicts.untested).items():
             what = "busy (other processes held them)" if cause == "gpu-busy" else "faulty (drain and check them)"
             out.print(f"GPUs {what}: {escape('; '.join(gpus))}")
