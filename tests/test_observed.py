@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +137,38 @@ def test_a_store_of_another_schema_version_is_left_to_the_store(tmp_path, monkey
     proc = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "550.90.07", "--db", url, check=2)
     assert "schema version 99, newer than this gpucompat understands" in proc.stderr
     assert _sqlite_rows(tmp_path / "not-a-store.db", None, "torch") is None
+
+
+def _wal_store(tmp_path, monkeypatch) -> Path:
+    from contextlib import closing
+
+    monkeypatch.setenv("GPUCOMPAT_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "store"
+    folder.mkdir()
+    store_with(folder, "PASS", "compute", "ran")
+    with closing(sqlite3.connect(folder / "site.db")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # the store's own mode: what leaves the files
+    assert sorted(p.name for p in folder.iterdir()) == ["site.db"]
+    return folder / "site.db"
+
+
+def test_reading_a_store_for_explain_leaves_no_wal_or_shm_beside_it(tmp_path, monkeypatch):
+    from gpucompat.answers.observed import _sqlite_rows
+
+    path = _wal_store(tmp_path, monkeypatch)
+    assert len(_sqlite_rows(path, None, "torch")) == 1
+    assert sorted(p.name for p in path.parent.iterdir()) == ["site.db"]
+
+
+def test_reading_a_store_in_a_directory_we_cannot_write_leaves_nothing_either(tmp_path, monkeypatch):
+    from gpucompat.answers.observed import _sqlite_rows
+
+    path = _wal_store(tmp_path, monkeypatch)
+    path.parent.chmod(0o555)  # a store others keep (immutable=1)
+    try:
+        if os.access(path.parent, os.W_OK):
+            pytest.skip("running as root, who may write any directory: one we cannot write cannot be made here")
+        assert len(_sqlite_rows(path, None, "torch")) == 1
+        assert sorted(p.name for p in path.parent.iterdir()) == ["site.db"]
+    finally:
+        path.parent.chmod(0o755)

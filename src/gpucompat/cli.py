@@ -18,9 +18,9 @@ from typing import List, Optional
 
 import typer
 
+from .cli_console import LazyConsole, escape, out_width
 from .cli_envs import register as register_envs
 from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
-from .cli_console import LazyConsole, escape, out_width
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Which ML stacks work on which GPUs and drivers, and why not.")

@@ -16,14 +16,14 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, OperationalError, ProgrammingError
 
 from .bench import figures as bench_figures
 from .errors import UserError
-from .paths import data_dir, default_url  # noqa: F401 (the store's defaults, named where they live)
+from .paths import data_dir, default_url, sqlite_readonly  # noqa: F401 (the store's defaults, named where they live)
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 from .store_schema import (SCHEMA_VERSION, bench, cells, meta, metadata, predictions, results, sources, stacks,  # noqa: F401 (named here too)
                            sweeps, targets)
@@ -71,25 +71,11 @@ def _sqlite_file(url: sa.engine.URL) -> Path | None:
 
 
 def _readonly_sqlite_url(path: Path) -> sa.engine.URL:
-    """How to open a SQLite file for reading only, leaving no -wal/-shm behind.
-
-    SQLite creates -wal and -shm beside a WAL database even for a mode=ro reader, and only a
-    writable connection deletes them again at its last close. So: where we could write, open
-    normally and let PRAGMA query_only refuse every write; where a writer's -wal is there,
-    mode=ro reads it and creates nothing; where we cannot write and no -wal is there, the
-    database is at rest and immutable=1 is the only way to read it that creates nothing (mode=ro
-    leaves -wal/-shm it cannot remove, or fails with "unable to open database file" in a directory
-    it cannot create them in). immutable=1 also skips locking: someone with more rights than ours,
-    writing meanwhile, could make a read fail or miss the newest rows (never change them).
-    """
-    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
-    if Path(f"{path}-wal").exists():
-        mode = {"mode": "ro"}
-    elif writable:
-        return sa.engine.URL.create("sqlite", database=str(path))
-    else:
-        mode = {"mode": "ro", "immutable": "1"}
-    return sa.engine.URL.create("sqlite", database="file:" + quote(os.path.abspath(path)), query={**mode, "uri": "true"})
+    """How to open a SQLite file for reading only, leaving no -wal/-shm behind (paths.sqlite_readonly says how)."""
+    database, mode = sqlite_readonly(path)
+    if not mode:
+        return sa.engine.URL.create("sqlite", database=database)
+    return sa.engine.URL.create("sqlite", database=database, query={**mode, "uri": "true"})
 
 
 def _sqlite_on_connect(readonly: bool):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..analysis import shown_python, shown_version
 from ..model import PASS, UNTESTED
-from ..paths import cache_dir, default_url
+from ..paths import cache_dir, default_url, sqlite_readonly
 
 
 def stored_rows(db: str | None, source: str | None = None, framework: str | None = None) -> list[dict]:
@@ -61,8 +61,10 @@ def _sqlite_rows(path: Path, source: str | None, framework: str | None) -> list[
             partial = query_file.with_suffix(f".{os.getpid()}")
             partial.write_text(json.dumps(query))
             os.replace(partial, query_file)
+    database, mode = sqlite_readonly(path)
     try:
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        with closing(sqlite3.connect(database + ("?" + "&".join(f"{k}={v}" for k, v in mode.items()) if mode else ""), uri=bool(mode))) as conn:
+            conn.execute("PRAGMA query_only = ON")
             conn.row_factory = sqlite3.Row
             version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if version is None or str(version[0]) != query["schema_version"]:
