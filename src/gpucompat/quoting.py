@@ -7,7 +7,6 @@ gets through is written as data, never as a new line of commands.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 from pathlib import Path
@@ -65,6 +64,8 @@ def k8s_name(prefix: str, unique: str, suffix: str = "", limit: int = 63) -> str
     """An RFC 1123 label (lowercase alphanumerics and '-', at most 63): `prefix` is shortened to
     fit, a hash of `unique` keeps two long prefixes apart, and `suffix` is always kept whole."""
     slug = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    import hashlib  # here: explain, which imports this module, never needs it (5 ms of its start)
+
     digest = hashlib.sha256(unique.encode()).hexdigest()[:8]
     tail = f"-{digest}" + (f"-{suffix}" if suffix else "")
     room = limit - len(tail)

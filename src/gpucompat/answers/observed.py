@@ -11,7 +11,6 @@ import os
 from contextlib import suppress
 from pathlib import Path
 
-from ..analysis import shown_python, shown_version
 from ..model import PASS, UNTESTED
 from ..paths import cache_dir, default_url, sqlite_readonly
 
@@ -76,6 +75,7 @@ def _sqlite_rows(path: Path, source: str | None, framework: str | None) -> list[
 
 def _row(raw: dict) -> dict:
     """What matching needs of a stored row, with the version and Python a current environment learnt from its probe."""
+    from ..analysis import shown_python, shown_version  # here: a question with no store never loads the classifier
     return {"cell": raw["cell_id"], "sweep": raw["sweep_id"], "created_at": raw["created_at"], "framework": raw["framework"],
             "version": shown_version(raw), "variant": raw["variant"], "python": shown_python(raw), "gpu": raw["gpu"],
             "cc": raw["cc"] or "", "driver": raw["driver"] or "", "code": raw["code"] or "PENDING", "stage": raw["stage"] or "",
