@@ -49,13 +49,6 @@ def stored_probe(database: Path) -> dict:
     return {**json.loads(row[1]), "sweep_created_at": row[0]} if row and row[1] else {}
 
 
-def library_seconds(result: Path) -> float:
-    """Seconds the probe spent in the library rungs past cuBLAS's (tests the bare command never makes)."""
-    data = json.loads(result.read_text())
-    rungs = data.get("stages", {}).get("compute", {}).get("facts", {}).get("rungs", [])
-    return sum(r.get("duration_s") or 0.0 for r in rungs if r.get("name") in LIBRARY_RUNGS)
-
-
 def stage_seconds(result: Path) -> dict[str, float]:
     """Seconds of each stage and each compute rung of one probe run: where the probe's own time goes."""
     data = json.loads(result.read_text())
@@ -106,8 +99,8 @@ def main() -> None:
                 if name == "check":  # the probe started this long before the sweep was stored (early start)
                     leads.append(round(record.get("sweep_created_at", 0) - record.get("started_at", 0), 3))
                 if name == "probe.pyz":
-                    libraries.append(library_seconds(result))
                     stages.append(stage_seconds(result))
+                    libraries.append(sum(stages[-1].get(f"compute.{rung}", 0.0) for rung in LIBRARY_RUNGS))
         median = {name: statistics.median(values) for name, values in times.items()}
         outside = {name: round(statistics.median(values), 3) for name, values in around.items() if values}
         bare, check, probe = median["bare"], median["check"], median["probe.pyz"]

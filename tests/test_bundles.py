@@ -175,14 +175,9 @@ def test_a_bundle_of_a_newer_schema_is_refused(tmp_path, exported, state_bundle)
     header = json.loads(lines[0])
     header["bundle"]["schema"] = 2
     lines[0] = json.dumps(header, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    newer = tmp_path / "newer.gpucompat.gz"
-    _rewrite(newer, lines)  # a digest that matches: only the schema is wrong
-    into = f"sqlite:///{tmp_path / 'into.db'}"
-    run_cli("import", str(state_bundle), "--db", into, check=0)
-    before = _dump(into)
-    proc = run_cli("import", str(newer), "--db", into)
-    assert proc.returncode == 2 and "is a bundle of schema 2, newer than this gpucompat reads (1): upgrade gpucompat" in proc.stderr
-    assert _dump(into) == before
+    # a digest that matches: only the schema is wrong
+    _refused_leaving_the_store_as_it_was(tmp_path, state_bundle, lines,
+                                         "is a bundle of schema 2, newer than this gpucompat reads (1): upgrade gpucompat")
 
 
 def test_a_well_sealed_bundle_with_a_bad_record_rolls_back_whole(tmp_path, exported, state_bundle):
@@ -194,13 +189,19 @@ def test_a_well_sealed_bundle_with_a_bad_record_rolls_back_whole(tmp_path, expor
     record = json.loads(lines[last_cell])
     record["cell"]["result"]["code"] = None
     lines[last_cell] = json.dumps(record, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    bad = tmp_path / "sealed.gpucompat.gz"
+    _refused_leaving_the_store_as_it_was(tmp_path, state_bundle, lines, "a result's code is missing")
+
+
+def _refused_leaving_the_store_as_it_was(tmp_path, state_bundle, lines: list[bytes], sentence: str) -> None:
+    """A store that already holds another bundle imports these lines (sealed with a matching digest): exit 2,
+    the sentence on stderr, and the store exactly as it was."""
+    bad = tmp_path / "rewritten.gpucompat.gz"
     _rewrite(bad, lines)
     into = f"sqlite:///{tmp_path / 'into.db'}"
     run_cli("import", str(state_bundle), "--db", into, check=0)
     before = _dump(into)
     proc = run_cli("import", str(bad), "--db", into)
-    assert proc.returncode == 2 and "a result's code is missing" in proc.stderr
+    assert proc.returncode == 2 and sentence in proc.stderr
     assert _dump(into) == before
 
 

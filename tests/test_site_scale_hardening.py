@@ -357,7 +357,7 @@ def test_a_sweeps_closing_tables_group_past_500_cells(tmp_path, monkeypatch, cap
     monkeypatch.setenv("COLUMNS", "120")
     url = f"sqlite:///{tmp_path / 'big.db'}"
     sweep = _stored_sweep(url, targets)
-    cli._print_results(Store(url), sweep, "table", per_cell=None)
+    cli._print_results(Store(url), sweep, "table", closing=True)
     shown = capsys.readouterr().out
     assert ("NVIDIA A100 (499)" in shown) is not grouped  # a row per cell names its GPU class
     assert (f"`gpucompat results --sweep {sweep} --cells` lists each of the {targets}" in shown) is grouped

@@ -82,7 +82,7 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wi
 
     with RichProgress(err.real()) as progress:
         pipeline.run(store, sweep_id, progress)
-    rows = _print_results(store, sweep_id, "json" if json_out else fmt, per_cell=None, wide=wide)
+    rows = _print_results(store, sweep_id, "json" if json_out else fmt, wide=wide, closing=True)
     if not json_out and fmt == "table" and store.sweep(sweep_id)["kind"] == "sweep":  # after the closing line; `check` stays quick
         from .env_cache import summary, summary_line
 
@@ -97,8 +97,8 @@ def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wi
 CLOSING_CELLS = 500
 
 
-def _print_results(store, sweep_id: int, fmt: str, per_cell: bool | None = True, wide: bool = False) -> list[dict]:
-    """per_cell None: a sweep's closing tables (each cell, or grouped past CLOSING_CELLS)."""
+def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: bool = False, closing: bool = False) -> list[dict]:
+    """closing: a sweep's own tables at its end, grouped past CLOSING_CELLS cells."""
     from .report import export
     from .report.rows import split, troubled_gpus
     from .report.terminal import results_tables, untested_table
@@ -125,8 +125,8 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool | None = True,
         sys.stdout.write(export.to_junit(sweep, verdicts) + "\n")
     else:
         shown = len(verdicts.valid) + len(verdicts.invalid)  # the surprises are among them, and always listed
-        grouped = per_cell is None and shown > CLOSING_CELLS
-        for table in results_tables(verdicts.surprises, verdicts.valid, verdicts.invalid, per_cell is not False and not grouped, wide):
+        grouped = closing and shown > CLOSING_CELLS
+        for table in results_tables(verdicts.surprises, verdicts.valid, verdicts.invalid, per_cell and not grouped, wide):
             out.print(table, crop=False)  # each fits the width; with --wide it may be wider, and is not cut
         if verdicts.untested:
             out.print(untested_table(verdicts.untested, wide), crop=False)
@@ -240,7 +240,7 @@ def check(
         check_wheelhouse(wheelhouse)
     text = check_plan_text(specs, python, env)
     spec = parse_plan(text, "check")
-    if env == "current" and len(spec.stacks) == 1 and os.environ.get("GPUCOMPAT_EARLY_PROBE") != "0":
+    if env == "current" and len(spec.stacks) == 1:
         from .executors.early import start_on_this_gpu
         from .model import BenchSpec
 

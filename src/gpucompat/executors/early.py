@@ -72,7 +72,7 @@ def key(framework: str, interpreter: str, timeouts: Timeouts, bench: BenchSpec |
 
 def start(framework: str, timeouts: Timeouts, bench: BenchSpec | None, device: str | None) -> None:
     """Start the probe of FRAMEWORK in this interpreter on DEVICE (None: no GPU visible), unless one runs."""
-    if _early or os.environ.get("GPUCOMPAT_EARLY_PROBE") == "0":
+    if _early:
         return
     probe_key = key(framework, sys.executable, timeouts, bench, device)
     path = Path(tempfile.mkdtemp(prefix="gpucompat-early-"))
@@ -152,7 +152,9 @@ def start_on_this_gpu(framework: str, timeouts: Timeouts, bench: BenchSpec | Non
     files (cheap) or else by NVML's discovery (what the executor itself uses), or none where no GPU is
     visible. Where the choice is not that plain (several GPUs, a bench run over several, a CUDA_VISIBLE_DEVICES
     to honour) nothing starts, and the job starts its own probe."""
-    if "CUDA_VISIBLE_DEVICES" in os.environ or (bench is not None and bench.scale):
+    if os.environ.get("GPUCOMPAT_EARLY_PROBE") == "0" or "CUDA_VISIBLE_DEVICES" in os.environ:
+        return
+    if bench is not None and bench.scale:
         return
     uuids = proc_gpu_uuids()
     if uuids is None:
