@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from conftest import REPO, run_cli
+from conftest import REPO, have_torch, run_cli
 from gpucompat.errors import UserError
 from gpucompat.store import SCHEMA_VERSION, Store, meta
 
@@ -44,9 +44,16 @@ def test_a_sweep_stored_in_postgresql(postgres_url, isolated):
     run_cli("sweep", str(REPO / "examples" / "plans" / "quick.toml"), "--db", postgres_url, check=0)
     data = json.loads(run_cli("results", "--db", postgres_url, "--json", "--cells", check=0).stdout)
     codes = sorted(r["code"] for r in data["invalid"])
-    assert codes == ["ENV_UNRESOLVABLE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE"]
-    current = next(r for r in data["invalid"] if r["variant"] == "installed")
-    assert current["version"] != "installed"  # the probe facts were read back through PostgreSQL's JSON operators
+    if have_torch():  # the interpreter's own torch is probed: a CPU build has no GPU
+        assert codes == ["ENV_UNRESOLVABLE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE"]
+        current = next(r for r in data["invalid"] if r["variant"] == "installed")
+        assert current["version"] != "installed"  # the probe facts were read back through PostgreSQL's JSON operators
+    else:  # nothing to probe: no verdict, and never an invalid combination
+        assert codes == ["ENV_UNRESOLVABLE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE"]
+        assert [(r["framework"], r["code"], r["cause"]) for r in data["untested"]] == [("torch", "UNTESTED", "not-installed")]
+    # what reports show of the raw probe JSON is extracted by PostgreSQL's JSON operators: each probed runtime's Python
+    probed = [r for r in Store(postgres_url).result_rows(None) if r["framework"] == "cuda-runtime"]
+    assert len(probed) == 3 and all((r["probe_python"] or "").startswith("3.") for r in probed), probed
     assert "## Invalid combinations" in run_cli("results", "--db", postgres_url, "--format", "md", check=0).stdout
     assert run_cli("diff", "latest", "latest", "--db", postgres_url).returncode == 0
 

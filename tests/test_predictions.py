@@ -62,7 +62,8 @@ def test_unresolvable_and_current_predictions(isolated):
     store = Store()
     predicted = store.predictions_of(store.latest_sweep_id())
     verdicts = sorted((p["verdict"], p["code"]) for p in predicted.values())
-    assert ("fail", "ENV_UNRESOLVABLE") in verdicts and ("fail", "IMPORT_FAILED") in verdicts  # no cupy in this interpreter
+    # no cupy in this interpreter: nothing to test, so no verdict is predicted either
+    assert ("fail", "ENV_UNRESOLVABLE") in verdicts and ("uncertain", None) in verdicts
 
 
 def test_a_schema_1_database_is_migrated_and_keeps_its_results(tmp_path):

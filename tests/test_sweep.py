@@ -21,7 +21,7 @@ def results_json(*extra):
 
 
 def by_stack(data):
-    return {(r["framework"], r["version"], r["python"] if r["env"] == "uv" else "current"): r for r in data["valid"] + data["invalid"]}
+    return {(r["framework"], r["version"], r["python"] if r["env"] == "uv" else "current"): r for r in data["valid"] + data["invalid"] + data["untested"]}
 
 
 def test_quick_plan_end_to_end(isolated):
@@ -41,8 +41,8 @@ def test_quick_plan_end_to_end(isolated):
     current = next(r for k, r in cells.items() if k[0] == "torch" and k[2] == "current")
     if have_torch():
         assert current["code"] == "NO_DEVICE" and "CPU-only" in current["reason"]
-    else:
-        assert current["code"] == "IMPORT_FAILED"
+    else:  # nothing installed to test: no verdict (UNTESTED, its own cause), never an invalid combination
+        assert (current["code"], current["cause"]) == ("UNTESTED", "not-installed") and "not installed here" in current["reason"]
     csv_text = run_cli("results", "--format", "csv", check=0).stdout
     assert csv_text.splitlines()[0].startswith("cell,framework,version") and csv_text.count("\n") == 6
     md = run_cli("results", "--format", "md", check=0).stdout

@@ -216,7 +216,9 @@ def sweep(
     with lock, _interrupted_says(f"interrupted; the finished cells of sweep {sweep_id} are stored, and "
                                  f"`gpucompat sweep --resume {sweep_id}` completes it"):
         rows = _run_and_report(store, sweep_id, json_out, wide=wide)
-    if any(row["code"] == "UNTESTED" for row in rows):
+    from .model import EXPECTED_CAUSES
+
+    if any(row["code"] == "UNTESTED" and row.get("cause") not in EXPECTED_CAUSES for row in rows):
         raise typer.Exit(EXIT_UNTESTED)
 
 
@@ -380,7 +382,13 @@ def explain(
 
     # observation first: what this store saw of the asked framework (the store filters; a bad spec is ask's sentence)
     rows = stored_rows(db, source, read(spec).framework if spec and requirements is None else None) if requirements is None else None
-    result = ask(spec, requirements, pool, gpu, cc, driver, python, sys.stdin.read() if requirements == "-" else None, rows)
+    piped = None
+    if requirements == "-":
+        from .answers.lockfiles import MAX_BYTES
+        from .paths import read_user_stream
+
+        piped = read_user_stream(sys.stdin.buffer, "standard input", MAX_BYTES, "pip freeze output is far smaller.")
+    result = ask(spec, requirements, pool, gpu, cc, driver, python, piped, rows)
     if json_out:
         _print_json(result)
     else:

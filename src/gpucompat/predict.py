@@ -17,6 +17,8 @@ from .model import Cell
 
 def predict(cell: Cell) -> Prediction:
     stack, resolved = cell.stack, cell.resolved
+    if not resolved.ok and resolved.cause:  # it could not be tried (the index did not answer, nothing installed): no verdict
+        return combine([Reason("resolution", UNCERTAIN, analysis.classify(resolved, None).summary, "")], {})
     if not resolved.ok:
         reason = Reason("resolution", FAIL, analysis.classify(resolved, None).summary, "uv pip compile on the submit side",
                         "ENV_UNRESOLVABLE", "resolve")

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .envs import current as current_env
 from .envs.uv import index_args, uv_bin
 from .errors import UserError
 from .knowledge.signatures import could_not_ask
@@ -106,6 +108,9 @@ def _error_text(stderr: str) -> str:
 
 
 def resolve_one(stack: Stack, platform: str, wheelhouse: str | None = None, offline: bool = False) -> ResolvedStack:
+    if stack.env == "current" and not current_env.importable(stack.framework):
+        # nothing to test: not the stack's fault, so no verdict (UNTESTED), never an invalid combination
+        return ResolvedStack(stack, ok=False, error=f"no {stack.framework} in {sys.executable}", cause="not-installed")
     if stack.env in ("current", "container"):  # nothing to resolve: what is there is tested (an image is pulled in the job)
         return ResolvedStack(stack, ok=True)
     if stack.env == "conda":  # solved by py-rattler into an explicit lock, not by uv

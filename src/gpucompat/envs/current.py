@@ -50,6 +50,24 @@ def _installed_versions() -> dict[str, str]:
     return found
 
 
+# The module each framework is imported as (cuda-runtime is loaded through ctypes, from wherever libcudart lies).
+IMPORT_NAMES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "cupy": "cupy"}
+
+
+def importable(framework: str) -> bool:
+    """Whether this interpreter can find the framework's module, without importing it: a package
+    without metadata (a source tree on PYTHONPATH) counts. Frameworks not imported as a module: True."""
+    name = IMPORT_NAMES.get(framework)
+    if name is None:
+        return True
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def installed(framework: str) -> tuple[str, str] | None:
     """(version, variant) of a framework in this interpreter, read from package metadata
     without importing it; None if it is not installed."""
