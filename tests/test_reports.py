@@ -23,7 +23,10 @@ def test_seed_tables_and_junit_from_a_real_sweep(tmp_path):
     url = f"sqlite:///{db}"
     sweep = ("--sweep", "1")  # sweep 2 in that file is the `check` run beside it
     table = run_cli("results", "--db", url, *sweep, check=0).stdout
-    assert "Framework Version" in table and "Compute Capability" in table
+    # the sweep's own column names, and the reason in the default view, with where to find each cell
+    header = next(line for line in table.splitlines() if "Failure (stage)" in line)
+    assert all(name in header for name in ("Framework", "Version", "CC", "CUDA runtime", "Reason")), header
+    assert "No module named 'tensorflow'" in table and "--cells` lists each cell" in table
     assert "11.8-13.5" in table  # six CUDA runtimes, all passing on the H200, read as one run
     assert "IMPORT_FAILED (import)" in table
     per_cell = run_cli("results", "--db", url, *sweep, "--cells", check=0).stdout

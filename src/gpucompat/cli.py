@@ -138,6 +138,8 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {', '.join(parts)}{retry}; database {escape(store.shown)}")
         if grouped:
             out.print(f"grouped past {CLOSING_CELLS} cells: `gpucompat results --sweep {sweep_id} --cells` lists each of the {shown}")
+        elif not per_cell and shown:
+            out.print(f"grouped by framework, version and CC: `gpucompat results --sweep {sweep_id} --cells` lists each cell with its GPU, driver and Python")
         for cause, gpus in troubled_gpus(verdicts.untested).items():
             what = "busy (other processes held them)" if cause == "gpu-busy" else "faulty (drain and check them)"
             out.print(f"GPUs {what}: {escape('; '.join(gpus))}")
@@ -666,5 +668,25 @@ def _options(
     pass
 
 
+def _unwrapped(doc: str | None) -> str | None:
+    """A docstring with each paragraph on one line: Rich keeps the source's line breaks, which then break
+    help texts mid-sentence; one line a paragraph wraps where the terminal does."""
+    if not doc:
+        return doc
+    import inspect
+
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(doc).split("\n\n"))
+
+
+def _unwrap_help(typer_app: typer.Typer) -> None:
+    for command in typer_app.registered_commands:
+        if command.callback is not None and not command.help:
+            command.callback.__doc__ = _unwrapped(command.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _unwrap_help(group.typer_instance)
+
+
 def main() -> None:
+    _unwrap_help(app)
     app()

@@ -91,7 +91,7 @@ def _seed_framework(row: dict) -> str:
 
 
 def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
-    """The seed's format: one line per framework, version, compute capability (and failure),
+    """The CHTC sweep's published format: one line per framework, version, compute capability (and failure and reason),
     with the CUDA runtime versions collapsed into runs ('11.1-11.5')."""
     rows = [{**row, "framework": _seed_framework(row)} for row in rows]
     axis: dict[str, list[str]] = {}
@@ -101,7 +101,8 @@ def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
     groups: dict[tuple, list[str]] = {}
     for row in rows:
         version = "-" if row["framework"].startswith("cuda-runtime") else row["version"]  # its version is the CUDA runtime
-        key = (row["framework"], version, row["cc"] or "-", (row["code"], row["stage"], row["observed"]) if with_reason else None)
+        key = (row["framework"], version, row["cc"] or "-",
+               (row["code"], row["stage"], row["observed"], row.get("reason") or "") if with_reason else None)
         groups.setdefault(key, []).append(row["cuda_runtime"] or "-")
     out = []
     for (framework, version, cc, failure), cudas in sorted(groups.items(), key=lambda item: (item[0][0], _version_key(item[0][1]), item[0][2])):
@@ -109,6 +110,7 @@ def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
             line = {"framework": framework, "version": version, "cc": cc, "cuda_runtime": run}
             if with_reason:
                 line["failure"] = f"{failure[0]} ({failure[1]}{'' if failure[2] else ', predicted'})"
+                line["reason"] = failure[3]  # the cells of one line share it: a different sentence is another line
             out.append(line)
     return out
 

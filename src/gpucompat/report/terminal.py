@@ -213,22 +213,24 @@ def _steps(rows: list[dict]) -> list[Step]:
 
 
 def seed_tables(valid: list[dict], invalid: list[dict]) -> list[FitTable]:
-    """The seed's two tables, CUDA runtime versions collapsed into runs."""
+    """Valid and invalid combinations grouped as the CHTC sweep published them (one line per framework, version and
+    compute capability, CUDA runtimes collapsed into runs), under the sweep's own column names, the reason wrapped."""
     from .rows import seed_table
 
     tables = []
     for title, rows, with_reason in (("Valid combinations", valid, False), ("Invalid combinations", invalid, True)):
         lines = seed_table(rows, with_reason)
         columns = [Col("framework", "Framework", [_text(line["framework"]) for line in lines]),
-                   Col("version", "Framework Version", [_text(line["version"]) for line in lines], "words"),
-                   Col("cc", "Compute Capability", [_text(line["cc"]) for line in lines]),
-                   Col("cuda_runtime", "CUDA Runtime Version", [_text(line["cuda_runtime"]) for line in lines])]
+                   Col("version", "Version", [_text(line["version"]) for line in lines], "words"),
+                   Col("cc", "CC", [_text(line["cc"]) for line in lines]),
+                   Col("cuda_runtime", "CUDA runtime", [_text(line["cuda_runtime"]) for line in lines])]
         if with_reason:
             failures = []
             for line in lines:
                 code, rest = (line["failure"].split(" ", 1) + [""])[:2]
                 failures.append(Text.assemble(Text(code, style=CODE_STYLE.get(code, "red")), " " + rest if rest else ""))
-            columns.append(Col("failure", "Failure Reason", failures, "words", 40))
+            columns += [Col("failure", "Failure (stage)", failures, "words"),
+                        Col("reason", "Reason", [_text(line["reason"]) for line in lines], "flex", 30)]
         tables.append(FitTable(f"{title} ({len(rows)} cells)", columns))
     return tables
 
