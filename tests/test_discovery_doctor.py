@@ -1,6 +1,11 @@
 """Local discovery parsers (on output recorded from the H200 run) and `gpucompat doctor`."""
 
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 
 from conftest import REPO, have_torch, run_cli
 from gpucompat.discover.local import Gpu, driver_from_proc, gpu_classes, parse_nvidia_smi, read_visible_devices
@@ -52,13 +57,29 @@ def test_fixes_name_what_to_install_instead():
 
 def test_doctor_on_a_machine_without_a_driver():
     data = json.loads(run_cli("doctor", "--json", env={"CUDA_VISIBLE_DEVICES": "0,GPU-x"}, check=0).stdout)
-    assert data["summary"].startswith("no NVIDIA driver on this machine")
+    assert data["summary"].startswith("no NVIDIA GPU here: no driver")
+    assert data["next_step"].startswith("ask without a GPU: gpucompat explain ")
     assert data["cuda_visible_devices"]["form"] == "indices" and data["gpus"] == [] and data["verdicts"] == []
     if have_torch():
         torch = next(f for f in data["frameworks"] if f["framework"] == "torch")
         assert torch["note"] == "a CPU-only build: it cannot use any GPU"
-    text = run_cli("doctor", check=0).stdout
-    assert "no NVIDIA driver" in text
+    unset = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    text = subprocess.run([sys.executable, "-m", "gpucompat", "doctor"], capture_output=True, text=True, env={**unset, "COLUMNS": "200"}).stdout
+    lines = text.splitlines()
+    assert lines[0] == "no NVIDIA GPU here: no driver (no NVML, no nvidia-smi, no /proc/driver/nvidia/version)"
+    assert lines[1].startswith("next: ask without a GPU: gpucompat explain torch==2.4.1 --gpu A100")
+    assert "CUDA_VISIBLE_DEVICES" not in text and "None" not in text  # unset says nothing where no GPU is to be hidden
+
+
+def test_the_next_step_doctor_gives_without_a_gpu_answers():
+    """The commands doctor suggests on a machine without a GPU run there and answer."""
+    from gpucompat.doctor import NO_GPU_NEXT_STEP
+
+    commands = re.findall(r"gpucompat ((?:explain|advise) [^,;]+?)(?:, or |;)", NO_GPU_NEXT_STEP)
+    assert len(commands) == 2, commands
+    for command in commands:
+        words = shlex.split(command)
+        run_cli(*words, "--json", check=0)
 
 
 def test_loading_warnings_name_what_each_variable_does_and_where_that_is_written():

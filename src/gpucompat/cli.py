@@ -272,7 +272,7 @@ def check(
 def results(
     sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
     fmt: str = typer.Option("table", "--format", help="table, csv, json, md, junit, or prometheus (a node-exporter textfile: docs/monitoring.md)."),
-    cells: bool = typer.Option(False, "--cells", help="One row per cell instead of the seed's grouped tables."),
+    cells: bool = typer.Option(False, "--cells", help="One row per cell (GPU, driver, Python, duration) instead of lines grouped by framework, version and CC."),
     list_sweeps: bool = typer.Option(False, "--list", help="List the stored sweeps instead."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
@@ -281,7 +281,7 @@ def results(
     source: Optional[str] = typer.Option(None, "--source", help=SOURCE_HELP),
     surprises: bool = typer.Option(False, "--surprises", help="Every cell of every sweep whose observation disagrees with the rules' prediction."),
 ):
-    """The valid and invalid combinations of a stored sweep (the seed's two tables)."""
+    """The valid and invalid combinations of a stored sweep, each invalid one with its reason."""
     from rich.table import Table
 
     from .store import Store

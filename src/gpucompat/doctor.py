@@ -159,6 +159,12 @@ def _arch(facts: dict) -> tuple | None:
             "the installed build's own arch list (torch.cuda.get_arch_list())")
 
 
+# What a person on a machine without a GPU can do next: ask the knowledge, or test where the GPUs are.
+NO_GPU_NEXT_STEP = ("ask without a GPU: gpucompat explain torch==2.4.1 --gpu A100 --driver 535.104.05, or gpucompat advise torch "
+                    "--gpu 'RTX 4090' --driver 550.54.15; to test for real, run gpucompat check torch --env current on a GPU "
+                    "node, or a sweep through your scheduler (executor = \"slurm\", \"htcondor\" or \"kubernetes\" in a plan)")
+
+
 def doctor() -> dict:
     gpus, source = local.all_gpus()
     driver = gpus[0].driver if gpus else _proc_driver()
@@ -193,8 +199,10 @@ def doctor() -> dict:
             verdicts.append({"framework": fw["framework"], "gpu": gpu.name, "cc": gpu.cc, "verdict": p.verdict, "code": p.code,
                              "stage": p.stage, "reason": deciding.text if deciding else "", "warnings": p.warnings,
                              "fix": suggest_fix(fw["framework"], release, gpu.cc, driver, p)})
+    next_step = None
     if not driver:
-        summary = "no NVIDIA driver on this machine (no NVML, no nvidia-smi, no /proc/driver/nvidia/version): no GPU can be used here"
+        summary = "no NVIDIA GPU here: no driver (no NVML, no nvidia-smi, no /proc/driver/nvidia/version)"
+        next_step = NO_GPU_NEXT_STEP
     elif not gpus:
         summary = f"driver {driver} is loaded but lists no GPU"
     elif not seen["gpus"] and not seen["mig"]:
@@ -206,6 +214,7 @@ def doctor() -> dict:
         summary += f"; this GPU cannot be tested right now: {state['why']}"
     return {
         "summary": summary,
+        "next_step": next_step,
         "gpu_state": state,
         "driver": {"version": driver, "cuda": supported, "source": source},
         "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name, "cc": g.cc, "memory_mib": g.memory_mib,

@@ -368,14 +368,20 @@ def doctor_tables(result: dict) -> list:
     """The doctor's report: a summary line, then GPUs, frameworks, the CUDA environment (with
     warnings for what changes kernel loading), the CUDA libraries mapped, and verdicts with fixes."""
     items: list = [f"[bold]{escape(result['summary'])}[/]"]
+    if result.get("next_step"):
+        items.append(f"next: {escape(result['next_step'])}")
     visible = result["cuda_visible_devices"]
-    items.append(f"CUDA_VISIBLE_DEVICES: {escape(repr(visible['value']))} ({visible['form']}): {escape(visible['note'])}")
+    if visible["value"] is None:  # unset: worth a line only where there are GPUs to hide
+        if result["gpus"]:
+            items.append("CUDA_VISIBLE_DEVICES is not set: every GPU is visible")
+    else:
+        items.append(f"CUDA_VISIBLE_DEVICES={escape(repr(visible['value']))} ({visible['form']}): {escape(visible['note'])}")
     state = result.get("gpu_state")
     if state:
         shot = state["snapshot"]
         memory = shot.get("memory") or {}
         line = (f"GPU state: {escape(shot.get('uuid') or '?')} at PCI {escape(shot.get('pci_bus_id') or '?')}, "
-                f"{memory.get('free_mib', '?')} of {memory.get('total_mib', '?')} MiB free, compute mode {escape(str(shot.get('compute_mode')))}")
+                f"{memory.get('free_mib', '?')} of {memory.get('total_mib', '?')} MiB free, compute mode {escape(str(shot.get('compute_mode') or 'not known'))}")
         items.append(line + (f"; {escape(state['note'])}" if state["note"] else ""))
         items.append("[green]a probe can test stacks on it now[/]" if state["testable"] else f"[red]cannot test stacks on it now:[/] {escape(state['why'])}")
     if result["gpus"]:
