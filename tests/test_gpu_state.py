@@ -229,6 +229,39 @@ def test_a_library_with_kernels_for_the_gpu_leaves_the_error_to_other_evidence()
     assert outcome.summary.startswith("a small op in libcublas 12 (/site/nvidia/cu12/lib/libcublasLt.so.12) failed: RuntimeError")
 
 
+def forced_jit(facts: dict) -> dict:
+    facts["system"].setdefault("cuda_env", {})["CUDA_FORCE_PTX_JIT"] = "1"
+    return facts
+
+
+def test_under_forced_ptx_jit_a_library_with_sass_only_is_named_as_the_variables_doing():
+    # cuBLAS 13 has SASS for the H100 and no PTX: fine normally, unable to run when the driver must ignore SASS
+    facts = forced_jit(library_failure([75, 80, 90, 100, 120], [], "CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"))
+    outcome = verdict(facts, framework="cupy")
+    assert outcome.code == "ARCH_UNSUPPORTED"
+    assert outcome.summary.startswith("CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS in every binary")
+    assert "libcublas 12 carries SASS only for this GPU and its PTX (no PTX at all) cannot be compiled for compute capability 9.0" in outcome.summary
+    # the same failure without the variable is not blamed on it
+    plain = verdict(library_failure([75, 80, 90, 100, 120], [], "CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"),
+                    framework="cupy")
+    assert plain.code == "COMPUTE_ERROR" and "CUDA_FORCE_PTX_JIT" not in plain.summary
+
+
+def test_under_forced_ptx_jit_torch_with_sm_90_sass_is_not_said_to_lack_it():
+    facts = forced_jit(failing(record("clean-torch"), "CUDA error: no kernel image is available for execution on the device", rung="elementwise"))
+    facts["stages"]["import"]["facts"]["arch_list"] = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
+    outcome = verdict(facts)
+    assert outcome.code == "ARCH_UNSUPPORTED" and outcome.summary.startswith("CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS")
+    assert "the build has SASS sm_75, sm_80, sm_86, sm_90, sm_100, sm_120, but its PTX (compute_120) cannot be compiled for compute capability 9.0" in outcome.summary
+
+
+def test_under_forced_ptx_jit_any_other_compute_failure_still_names_the_variable():
+    facts = forced_jit(failing(record("clean-torch"), "CUDA error: an illegal memory access was encountered", rung="elementwise"))
+    facts["stages"]["import"]["facts"]["arch_list"] = ["sm_90", "compute_90"]  # its PTX reaches the GPU: the arch list does not explain it
+    outcome = verdict(facts)
+    assert "under CUDA_FORCE_PTX_JIT=1, which makes the driver ignore SASS: unset it, then test again" in outcome.summary
+
+
 def test_library_ptx_newer_than_the_driver_can_jit_is_ptx_toolchain_too_new():
     # PTX ISA 9.1 (CUDA 13.1) for compute_90 only, on the H100's driver 580 (CUDA 13.0)
     facts = library_failure([80], [(90, 91)], "CUDA error: the provided PTX was compiled with an unsupported toolchain.")

@@ -99,6 +99,9 @@ def _compute_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
     from_binary = _library_failure(facts, record)
     if from_binary:
         return from_binary
+    forced = _forced_jit_failure(facts)
+    if forced:
+        return forced
     found = signatures.match(_stage_text(record, stderr))
     if found and found.stage == "compute":
         return found.code, f"{found.meaning} ({_message(record)})"
@@ -243,6 +246,8 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         else:
             code, text = _compute_failure(facts, record, stderr)
             text += _rung(record)
+            if forced_ptx_jit(facts) and FORCED_PTX_JIT not in text:  # the variable explains more than the message says
+                text = f"{text} — under CUDA_FORCE_PTX_JIT=1, which makes the driver ignore SASS: unset it, then test again"
         found = signatures.match(_stage_text(record, stderr))
         if found and found.code == code:
             evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
@@ -426,13 +431,44 @@ def _library_failure(facts: dict, record: dict) -> tuple[str, str] | None:
     files = library.get("files") or []
     driver = re.search(r"\b([0-9]{3,}\.[0-9]+(?:\.[0-9]+)?)\b", facts.get("system", {}).get("proc_driver_version") or "")
     source = "the fat binaries of " + ", ".join(f["path"] for f in files[:3])
-    reason = arch_rule(cc, archs.get("sass"), archs.get("ptx"), source, build_cuda=ptx_cuda(archs.get("ptx_isa") or []),
-                       driver=driver.group(1) if driver else None)
+    forced = forced_ptx_jit(facts)
+    reason = arch_rule(cc, [] if forced else archs.get("sass"), archs.get("ptx"), source,
+                       build_cuda=ptx_cuda(archs.get("ptx_isa") or []), driver=driver.group(1) if driver else None)
     if reason.verdict != FAIL or not reason.code:
         return None
     version = next((f.get("version") for f in files if f.get("version")), None)
     named = f"{library.get('name')}" + (f" {version}" if version else "")
+    if forced:
+        ptx = ", ".join(archs.get("ptx") or []) or "no PTX at all"
+        return reason.code, (f"{FORCED_PTX_JIT}; {named} carries SASS only for this GPU and its PTX ({ptx}) cannot be compiled for "
+                             f"compute capability {cc}, so it cannot run under forced JIT (read from {source})")
     return reason.code, f"{named} cannot run on this GPU: {reason.text}"
+
+
+FORCED_PTX_JIT = "CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS in every binary and JIT-compile PTX instead"
+
+
+def forced_ptx_jit(facts: dict) -> bool:
+    """The job ran with CUDA_FORCE_PTX_JIT=1 (the probe records the variables that change kernel loading)."""
+    return ((facts.get("system") or {}).get("cuda_env") or {}).get("CUDA_FORCE_PTX_JIT") == "1"
+
+
+def _forced_jit_failure(facts: dict) -> tuple[str, str] | None:
+    """A compute failure under CUDA_FORCE_PTX_JIT=1: the variable is the cause, not the build. Judged from the framework's
+    own arch list where the probe read one (its PTX alone must reach this GPU); else the failure is named as the variable's."""
+    if not forced_ptx_jit(facts):
+        return None
+    stages = facts.get("stages", {})
+    archs = stages.get("import", {}).get("facts", {}).get("arch_list") or stages.get("device", {}).get("facts", {}).get("arch_list") or []
+    cc = (stages.get("device", {}).get("facts", {}).get("devices") or [{}])[0].get("cc")
+    ptx = [a for a in archs if a.startswith("compute_")]
+    if archs and cc:
+        reason = arch_rule(cc, [], ptx, "the framework's arch list")
+        if reason.verdict == FAIL:
+            sass = [a for a in archs if a.startswith("sm_")]
+            return "ARCH_UNSUPPORTED", (f"{FORCED_PTX_JIT}: the build has SASS {', '.join(sass) or 'for no GPU'}, but its PTX "
+                                        f"({', '.join(ptx) or 'none'}) cannot be compiled for compute capability {cc}; unset the variable")
+    return None
 
 
 def _failed_rung(stage_facts: dict) -> dict:
