@@ -323,7 +323,7 @@ def test_every_malformed_input_is_one_sentence_and_exit_2(tmp_path, name, text, 
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-r", "/nonexistent/requirements.txt"], "there is no file"),
+    (["-r", "/nonexistent/requirements.txt"], "does not exist"),
     (["-r", "."], "is a directory"),
     (["torch==2.4.1", "-r", "requirements.txt"], "without a stack spec"),
     (["torch==2.4.1", "--pool", "slurm", "--gpu", "V100"], "leave out --gpu"),

@@ -84,9 +84,9 @@ def test_each_mistake_gets_one_clear_sentence(text, expected):
 def test_missing_and_unreadable_plan_files(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         load_plan(tmp_path / "nope.toml")
-    with pytest.raises(UserError, match="is not a regular file"):
+    with pytest.raises(UserError, match="is a directory, not a regular file"):
         load_plan(tmp_path)
-    with pytest.raises(UserError, match="is not a regular file"):
+    with pytest.raises(UserError, match="is a device, not a regular file"):
         load_plan("/dev/zero")  # read until memory ran out before
 
 

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from . import __version__
 from .errors import UserError
+from .paths import open_user_file, size_words
 from .redact import Redactor
 from .store import Store, bench, cells, predictions, results, sources, stacks, sweeps, targets
 
@@ -43,6 +44,11 @@ RESERVED_SITES = ("local", "imported")  # `--source` words, so no site may take 
 _SITE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._@+-]{0,63}")
 _REFS = frozenset({"id", "sweep_id", "cell_id", "stack_id", "target_id", "source_id"})  # the store's own ids, remapped on import
 _BATCH = 2000
+# What import reads at most, uncompressed: a bundle of a year of a large site's sweeps is far smaller (a cell's
+# line, with the probe's whole record, is a few KiB to a few hundred). The bounds are counted while it is read.
+MAX_LINE_BYTES = 64 << 20
+MAX_BUNDLE_BYTES = 4 << 30
+MAX_RECORDS = 1_000_000
 
 
 def config_file() -> Path:
@@ -168,16 +174,24 @@ def _refused(path: Path, why: str) -> UserError:
 
 
 def _lines(path: Path) -> Iterator[bytes]:
-    """The bundle's lines, uncompressed; a file that is not gzip, or a damaged one, is refused."""
+    """The bundle's lines, uncompressed and bounded (a gzip bomb is refused, not read to its end); a file that is
+    not gzip, or a damaged one, is refused."""
+    total = records = 0
     try:
-        with gzip.open(path, "rb") as f:
-            yield from f
-    except FileNotFoundError:
-        raise UserError(f"there is no bundle {path}; give the file `gpucompat export --bundle` wrote.") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a directory; give the file `gpucompat export --bundle` wrote.") from None
-    except PermissionError:
-        raise UserError(f"cannot read the bundle {path}: permission denied.") from None
+        with open_user_file(path, "the bundle") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
+            while True:
+                line = f.readline(MAX_LINE_BYTES + 1)  # bounded: a line is never read whole before it is counted
+                if not line:
+                    return
+                total, records = total + len(line), records + 1
+                if len(line) > MAX_LINE_BYTES:
+                    raise _refused(path, f"holds a line longer than {size_words(MAX_LINE_BYTES)} uncompressed, more than any record "
+                                         "gpucompat writes (a gzip bomb?)")
+                if total > MAX_BUNDLE_BYTES:
+                    raise _refused(path, f"is larger than {size_words(MAX_BUNDLE_BYTES)} uncompressed, the most a bundle may hold")
+                if records > MAX_RECORDS:
+                    raise _refused(path, f"holds more than {MAX_RECORDS:,} records, the most a bundle may hold")
+                yield line
     except gzip.BadGzipFile as exc:
         if "Not a gzipped file" in str(exc):
             raise _refused(path, "is not a gpucompat bundle (not a gzip-compressed file)") from None

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
+
+from .errors import UserError
 
 
 def cache_dir() -> Path:
@@ -46,3 +51,84 @@ def sqlite_readonly(path: Path) -> tuple[str, dict[str, str]]:
     else:
         mode = {"mode": "ro", "immutable": "1"}
     return "file:" + quote(os.path.abspath(path)), mode
+
+
+# -- files a user names --------------------------------------------------------------------------------
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "something other than a file"
+
+
+def open_user_file(path: str | os.PathLike, what: str) -> BinaryIO:
+    """A file a user named (a plan, a requirements or lock file and the files it includes, a bundle), opened for
+    reading, or one sentence: only a regular file is read. Opened without blocking, so a named pipe is refused at
+    once instead of waiting for a writer for ever; the type is checked on what was opened (fstat), not on the name."""
+    shown = repr(str(path)[:200])
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UserError(f"{what} {shown} does not exist.") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # what open() says of a socket
+            raise UserError(f"{what} {shown} is a socket, not a regular file.") from None
+        raise UserError(f"cannot read {what} {shown}: {exc.strerror or exc.__class__.__name__}.") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{what} {shown} is {_kind(mode)}, not a regular file.")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_user_file(path: str | os.PathLike, what: str, limit: int, why: str) -> bytes:
+    """The whole of a file a user named (open_user_file), at most `limit` bytes: counted while it is read, as
+    the size a file reports can be wrong (it grows while read); past it, one sentence ending in `why`."""
+    shown = repr(str(path)[:200])
+    with open_user_file(path, what) as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise UserError(f"cannot read {what} {shown}: {exc.strerror or exc.__class__.__name__}.") from None
+    if len(data) > limit:
+        raise UserError(f"{what} {shown} is larger than {size_words(limit)}; {why}")
+    return data
+
+
+def read_user_text(path: str | os.PathLike, what: str, limit: int, why: str) -> str:
+    """read_user_file as UTF-8 text (a byte order mark, which Windows editors write, is no part of it); a file in
+    another encoding (UTF-16, Latin-1) is one sentence."""
+    return _utf8(read_user_file(path, what, limit, why), f"{what} {str(path)[:200]!r}")
+
+
+def read_user_stream(stream: BinaryIO, what: str, limit: int, why: str) -> str:
+    """Text piped in (`explain -r -`), bounded and decoded as read_user_text does: `< /dev/zero` is one sentence."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise UserError(f"{what} is larger than {size_words(limit)}; {why}")
+    return _utf8(data, what)
+
+
+def _utf8(data: bytes, shown: str) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # the byte order mark Windows editors write when saving "Unicode"
+        raise UserError(f"{shown} is not UTF-8 text (it is UTF-16); save it as UTF-8.")
+    if b"\0" in data:  # UTF-16 text of ASCII without a mark decodes as UTF-8, a NUL byte in every other place
+        raise UserError(f"{shown} is not UTF-8 text (it holds NUL bytes: UTF-16?); save it as UTF-8.")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UserError(f"{shown} is not UTF-8 text; save it as UTF-8.") from None
+
+
+def size_words(count: int) -> str:
+    """1048576 -> '1 MiB': a bound as a refusal says it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift and count % (1 << shift) == 0:
+            return f"{count >> shift} {unit}"
+    return f"{count:,} bytes"

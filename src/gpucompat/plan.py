@@ -13,6 +13,7 @@ from packaging.version import InvalidVersion, Version
 from .errors import UserError
 from .knowledge import tables
 from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, EXECUTORS, FRAMEWORKS, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
+from .paths import read_user_text
 from .quoting import CONTROL_CHARACTERS
 
 # Imported where used, not here: `explain` reads a spec through this module and must start in
@@ -495,18 +496,7 @@ def check_path(path: Path | str, what: str) -> Path:
 def load_plan(path: str | Path) -> tuple[SweepSpec, str]:
     """Read and validate a plan file; returns the spec and the text (stored with the sweep)."""
     path = check_path(path, "the plan file")
-    if not path.exists():
-        raise UserError(f"plan file {str(path)!r} does not exist.")
-    if not path.is_file():  # a directory, /dev/zero, a FIFO: nothing a plan is read from
-        raise UserError(f"plan file {str(path)!r} is not a regular file.")
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_PLAN_BYTES + 1)
-        if len(data) > MAX_PLAN_BYTES:
-            raise UserError(f"plan file {str(path)!r} is larger than 1 MiB; a plan is a short TOML file.")
-        text = data.decode("utf-8-sig")  # a byte order mark (Windows editors write one) is no part of the plan
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read plan file {str(path)!r}: {exc.__class__.__name__}.") from None
+    text = read_user_text(path, "plan file", MAX_PLAN_BYTES, "a plan is a short TOML file.")
     spec = parse_plan(text, str(path))
     if spec.wheelhouse:
         wheelhouse = Path(spec.wheelhouse) if Path(spec.wheelhouse).is_absolute() else (path.parent / spec.wheelhouse).resolve()

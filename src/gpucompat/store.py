@@ -23,7 +23,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 
 from .bench import figures as bench_figures
 from .errors import UserError
-from .paths import data_dir, default_url, sqlite_readonly  # noqa: F401 (the store's defaults, named where they live)
+from .paths import data_dir, default_url, open_user_file, sqlite_readonly  # noqa: F401 (the store's defaults, named where they live)
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 from .store_schema import (SCHEMA_VERSION, bench, cells, meta, metadata, predictions, results, sources, stacks,  # noqa: F401 (named here too)
                            sweeps, targets)
@@ -185,7 +185,7 @@ class Store:
             raise UserError(f"{path} is a directory, not a database file; give --db a file, e.g. sqlite:///{path / 'gpucompat.db'}.")
         if path.exists():
             try:
-                with path.open("rb") as f:
+                with open_user_file(path, "the database") as f:  # a named pipe or a device is refused, never waited on
                     header = f.read(len(SQLITE_HEADER))
             except OSError as exc:
                 raise UserError(f"cannot read the database {path}: {exc.strerror}.") from None
@@ -592,5 +592,8 @@ def _result_rows_query(source: str | None, framework: str | None, bound: bool = 
     query = _from_source(query, source, bound)
     if framework is not None:
         query = query.where(stacks.c.framework == (sa.literal_column(":framework") if bound else framework))
+        # a question about one framework reads which build a cell of an installed JAX was from the CUDA libraries it
+        # loaded (answers/observed.stored_build); the list is left out of every other query, which shows no build
+        query = query.add_columns(results.c.probe["loaded_libraries"].label("probe_libraries"))
     return query
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from ..errors import UserError
+from ..paths import read_user_text
 from ..quoting import CONTROL_CHARACTERS
 
 MAX_BYTES = 4 << 20  # a lock file of a large project is a few hundred KB
@@ -164,7 +165,11 @@ def _nested(value: str, where: str, number: int, base: Path | None, depth: int, 
     if key in seen:
         raise UserError(f"{where}, line {number}: -r {value} includes a file that includes it back.")
     seen.add(key)
-    return requirements_text(read_text(path), str(value), path.parent, depth + 1, seen)
+    try:
+        text = read_text(path)
+    except UserError as exc:  # named with the line that included it
+        raise UserError(f"{where}, line {number}: -r {value[:200]}: {exc}") from None
+    return requirements_text(text, str(value), path.parent, depth + 1, seen)
 
 
 # -- lock files ------------------------------------------------------------------------------------
@@ -307,18 +312,8 @@ def _conda_item(item: str, number: int, where: str, parsed: Parsed) -> None:
 # -- one entry point -------------------------------------------------------------------------------
 
 def read_text(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise UserError(f"{str(path)[:200]} is larger than {MAX_BYTES >> 20} MiB; a requirements or lock file is far smaller.")
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"there is no file {str(path)[:200]!r}.") from None
-    except IsADirectoryError:
-        raise UserError(f"{str(path)[:200]!r} is a directory; give a requirements.txt, uv.lock, pylock.toml or environment.yml.") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{str(path)[:200]!r} is not UTF-8 text, so it is no requirements or lock file.") from None
-    except OSError as exc:
-        raise UserError(f"cannot read {str(path)[:200]!r}: {exc.strerror}.") from None
+    """A requirements or lock file named by `-r` or by a `-r` line in one: a regular file of UTF-8 text, bounded."""
+    return read_user_text(path, "requirements or lock file", MAX_BYTES, "a requirements or lock file is far smaller.")
 
 
 def parse(text: str, name: str, base: Path | None = None) -> Parsed:

@@ -1,0 +1,188 @@
+"""The inputs that still slipped through (issue 30, "Inputs that still slip through"), each closed.
+
+Every case is the real command as a user runs it (conftest's run_cli, an isolated store): its exit status, its one
+sentence (asserted whole), no traceback, and nothing written or stored that was there before. Files a user names
+are read as regular files with the bound counted while reading (devices, named pipes, sockets refused at once);
+bundles are bounded uncompressed; text not in UTF-8 is said to be so.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import socket
+import sqlite3
+import zlib
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli, write
+
+from gpucompat import bundle
+from gpucompat.errors import UserError
+
+CURRENT = '[[stacks]]\nframework = "cuda-runtime"\nenv = "current"\n'
+GPU = ("--cc", "8.0", "--driver", "535.104.05")
+
+
+def refused(proc, expected: str) -> None:
+    """Exit 2 and exactly `expected` as the one line on stderr, no traceback."""
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2, said
+    assert "Traceback" not in said and "internal error" not in said, said
+    assert proc.stderr.strip() == f"error: {expected}", said
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under folder with its content: what a refused command must leave as it was."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+# -- 1. every file a user names is a regular file, bounded while it is read -----------------------------------------
+
+@pytest.fixture
+def specials(tmp_path):
+    """A named pipe and a socket (bound by this test), beside /dev/zero."""
+    pipe, sock_path = tmp_path / "pipe", tmp_path / "sock"
+    os.mkfifo(pipe)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sock_path))
+    yield {"device": Path("/dev/zero"), "named pipe": pipe, "socket": sock_path}
+    server.close()
+
+
+KINDS = ["device", "named pipe", "socket"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_explain_r_refuses_what_is_not_a_regular_file(isolated, specials, kind):
+    before = tree(isolated)
+    path = specials[kind]
+    refused(run_cli("explain", "-r", str(path), *GPU, timeout=60),
+            f"requirements or lock file {str(path)!r} is a {kind}, not a regular file.")
+    assert tree(isolated) == before
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_nested_r_line_refuses_what_is_not_a_regular_file(isolated, specials, kind):
+    path = specials[kind]
+    outer = write(isolated / "requirements.txt", f"torch==2.4.1\n-r {path}\n")
+    refused(run_cli("explain", "-r", str(outer), *GPU, timeout=60),
+            f"{outer}, line 2: -r {path}: requirements or lock file {str(path)!r} is a {kind}, not a regular file.")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_plans_bundles_and_stores_refuse_what_is_not_a_regular_file(isolated, specials, kind):
+    path = specials[kind]
+    refused(run_cli("sweep", str(path), "--dry-run", "--out", str(isolated / "out"), timeout=60),
+            f"plan file {str(path)!r} is a {kind}, not a regular file.")
+    refused(run_cli("import", str(path), timeout=60), f"the bundle {str(path)!r} is a {kind}, not a regular file.")
+    refused(run_cli("results", "--db", f"sqlite:///{path}", timeout=60), f"the database {str(path)!r} is a {kind}, not a regular file.")
+    assert not (isolated / "out").exists() and not (isolated / "gpucompat.db").exists()
+
+
+def test_standard_input_is_bounded_while_it_is_read(isolated):
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess_with_stdin(["explain", "-r", "-", *GPU], zero)
+    refused(proc, "standard input is larger than 4 MiB; pip freeze output is far smaller.")
+
+
+def subprocess_with_stdin(args, stdin):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "gpucompat", *args], stdin=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_a_file_past_the_bound_is_refused(isolated):
+    big = isolated / "requirements.txt"
+    big.write_bytes(b"# padding\n" * ((4 << 20) // 10 + 1))
+    refused(run_cli("explain", "-r", str(big), *GPU),
+            f"requirements or lock file {str(big)!r} is larger than 4 MiB; a requirements or lock file is far smaller.")
+
+
+# -- 9. text that is not UTF-8 -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("encoding, why", [("utf-16", "it is UTF-16"), ("utf-16-le", "it holds NUL bytes: UTF-16?")])
+def test_a_utf16_plan_or_requirements_file_is_not_utf8(isolated, encoding, why):
+    plan = isolated / "plan.toml"
+    plan.write_bytes(CURRENT.encode(encoding))
+    refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
+            f"plan file {str(plan)!r} is not UTF-8 text ({why}); save it as UTF-8.")
+    requirements = isolated / "requirements.txt"
+    requirements.write_bytes("torch==2.4.1\n".encode(encoding))
+    refused(run_cli("explain", "-r", str(requirements), *GPU),
+            f"requirements or lock file {str(requirements)!r} is not UTF-8 text ({why}); save it as UTF-8.")
+    assert not (isolated / "out").exists() and not (isolated / "gpucompat.db").exists()
+
+
+def test_latin1_is_not_utf8_and_a_utf8_bom_is_read(isolated):
+    plan = isolated / "plan.toml"
+    plan.write_bytes(b'name = "caf\xe9"\n' + CURRENT.encode())
+    refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
+            f"plan file {str(plan)!r} is not UTF-8 text; save it as UTF-8.")
+    requirements = isolated / "requirements.txt"
+    requirements.write_bytes(b"\xef\xbb\xbftorch==2.4.1\n")
+    assert run_cli("explain", "-r", str(requirements), *GPU, "--json").returncode in (0, 1)
+
+
+# -- 2. bundles bounded uncompressed, in bytes and in records -------------------------------------------------------
+
+def _gzip_stream(path: Path, *parts: tuple[bytes, int]) -> Path:
+    """A gzip file of each (chunk, times) in turn, compressed as it is made: small on disk, however large inside."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(path, "wb") as out:
+        for chunk, times in parts:
+            block = chunk * max(1, (1 << 20) // len(chunk))
+            whole, rest = divmod(times * len(chunk), len(block))
+            for _ in range(whole):
+                out.write(packer.compress(block))
+            out.write(packer.compress(block[:rest]))
+        out.write(packer.flush())
+    return path
+
+
+HEADER = b'{"bundle":{"format":"gpucompat-bundle","schema":1,"site":"bomb","sweeps":1}}\n'
+
+
+@pytest.fixture
+def store_with_a_sweep(isolated):
+    """The store (GPUCOMPAT_DB) holds a GPU's sweep: a bundle's refusal must leave it row for row."""
+    db = isolated / "gpucompat.db"
+    shutil.copyfile(REPO / "docs" / "evidence" / "gpu-state-h100" / "gpu-state.db", db)
+    return db, _dump(db)
+
+
+def _dump(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return list(conn.iterdump())
+
+
+def test_a_gzip_bomb_of_one_long_line_is_refused(isolated, store_with_a_sweep):
+    db, before = store_with_a_sweep
+    bomb = _gzip_stream(isolated / "long.gpucompat.gz", (b'{"bundle":"', 1), (b"A", (64 << 20) + 1))
+    assert bomb.stat().st_size < 200_000
+    refused(run_cli("import", str(bomb), timeout=120),
+            f"{bomb} holds a line longer than 64 MiB uncompressed, more than any record gpucompat writes (a gzip bomb?); "
+            "nothing was imported.")
+    assert _dump(db) == before
+
+
+def test_a_gzip_bomb_of_many_short_lines_is_refused(isolated, store_with_a_sweep):
+    db, before = store_with_a_sweep
+    bomb = _gzip_stream(isolated / "many.gpucompat.gz", (HEADER, 1), (b'{"target":{}}\n', bundle.MAX_RECORDS))
+    assert bomb.stat().st_size < 200_000
+    refused(run_cli("import", str(bomb), timeout=120),
+            f"{bomb} holds more than 1,000,000 records, the most a bundle may hold; nothing was imported.")
+    assert _dump(db) == before
+
+
+def test_the_uncompressed_size_is_bounded_while_it_is_read(tmp_path, monkeypatch):
+    """The byte bound (4 GiB) at a size a test can make: the same code with a smaller bound, in process."""
+    monkeypatch.setattr(bundle, "MAX_BUNDLE_BYTES", 1 << 20)
+    bomb = _gzip_stream(tmp_path / "wide.gpucompat.gz", (HEADER, 1), (b'{"target":{"ref":1}}\n', (1 << 20) // 21 + 1))
+    with pytest.raises(UserError) as raised:
+        bundle.verify(bomb)
+    assert str(raised.value) == f"{bomb} is larger than 1 MiB uncompressed, the most a bundle may hold; nothing was imported."
+    assert gzip.decompress(bomb.read_bytes()).count(b"\n") > 40_000  # what was not read to its end
