@@ -36,7 +36,8 @@ def store_with(tmp_path, code: str, stage: str, summary: str) -> str:
 
 
 def ask(url: str, *extra: str) -> dict:
-    proc = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "550.90.07", "--db", url, "--json", *extra, check=0)
+    proc = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "550.90.07", "--python", "3.11", "--db", url,
+                   "--json", *extra, check=0)
     return json.loads(proc.stdout)
 
 
@@ -44,7 +45,7 @@ def test_an_observed_pass_answers_first_and_names_where_it_was_seen(tmp_path):
     url = store_with(tmp_path, "PASS", "compute", "ran a test op on NVIDIA L40S")
     answer = ask(url)
     assert answer["source"] == "observed" and answer["verdict"] == "pass"
-    assert answer["decided_by"].startswith("observed: PASS in sweep 1 (") and "on NVIDIA L40S, driver 550.90.07" in answer["decided_by"]
+    assert answer["decided_by"].startswith("observed: torch 2.4.1+cu121 PASS on NVIDIA L40S, driver 550.90.07, Python 3.11, in sweep 1 on ")
     assert answer["predicted"]["verdict"] == "pass" and answer["disagreement"] is None
 
 
@@ -54,16 +55,17 @@ def test_an_observation_that_contradicts_the_rules_wins_and_shows_both(tmp_path)
     assert (answer["source"], answer["verdict"], answer["code"]) == ("observed", "fail", "COMPUTE_ERROR")
     assert answer["predicted"]["verdict"] == "pass"
     assert answer["disagreement"].startswith("the rules predicted PASS; observed COMPUTE_ERROR")
-    shown = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "550.90.07", "--db", url,
+    shown = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "550.90.07", "--python", "3.11", "--db", url,
                     env={"COLUMNS": "100"}, check=0).stdout
-    assert "observed: COMPUTE_ERROR in sweep 1" in shown and "surprise: the rules predicted PASS" in " ".join(shown.split())
+    assert "observed: torch 2.4.1+cu121 COMPUTE_ERROR on NVIDIA L40S" in " ".join(shown.split()) and "surprise: the rules predicted PASS" in " ".join(shown.split())
     listed = json.loads(run_cli("results", "--surprises", "--json", "--db", url, check=0).stdout)
     assert [(r["framework"], r["code"], r["predicted"]) for r in listed] == [("torch", "COMPUTE_ERROR", "pass")]
 
 
 def test_another_driver_branch_is_not_the_same_question(tmp_path):
     url = store_with(tmp_path, "COMPUTE_ERROR", "compute", "boom")
-    proc = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "535.104.05", "--db", url, "--json", check=0)
+    proc = run_cli("explain", "torch==2.4.1+cu121", "--gpu", "NVIDIA L40S", "--driver", "535.104.05", "--python", "3.11", "--db", url,
+                   "--json", check=0)
     answer = json.loads(proc.stdout)
     assert answer["source"] == "rule" and answer["decided_by"].startswith("predicted by rule")
 
@@ -172,3 +174,118 @@ def test_reading_a_store_in_a_directory_we_cannot_write_leaves_nothing_either(tm
         assert sorted(p.name for p in path.parent.iterdir()) == ["site.db"]
     finally:
         path.parent.chmod(0o755)
+
+
+# --- issue 29, part 4: a cell answers a question about the build it is ------------------------------------------
+
+H200 = Target("NVIDIA H200", "9.0", "580.159.04", cuda_driver="13.0", count=1)
+EVIDENCE = Path(__file__).resolve().parent.parent / "docs" / "evidence"
+
+
+def installed_store(tmp_path, *cells: tuple[str, dict, list]) -> str:
+    """A store of `check`-style cells (the interpreter as installed), each probe's import facts and loaded libraries
+    as the real probe writes them, written through the Store API as a sweep writes them."""
+    url = f"sqlite:///{tmp_path / 'installed.db'}"
+    store = Store(url)
+    stacks = [ResolvedStack(Stack(framework, "installed", "installed", "current", "current"), ok=True) for framework, _, _ in cells]
+    sweep = store.create_sweep("check", "check", "", None, {}, [H200], stacks, lambda r, t: predict(Cell(0, r.stack, t, r)).to_dict())
+    for cell, (framework, facts, libraries) in zip(store.cells_of(sweep), cells):
+        probe = {"finished": True, "framework": framework, "system": {"python": "3.12.3"}, "loaded_libraries": libraries,
+                 "stages": {"import": {"ok": True, "facts": facts}, "device": {"ok": True, "facts": {}}, "compute": {"ok": True, "facts": {}}}}
+        store.record_result(cell.id, Outcome("PASS", "compute", f"ran a test op with {framework} on NVIDIA H200", {}),
+                            Observation(facts=probe, returncode=0))
+    store.close()
+    return url
+
+
+def library(name: str, version: str) -> dict:
+    return {"name": name, "path": f"/venv/lib/python3.12/site-packages/nvidia/cu{version}/lib/{name}.so.{version}", "version": version}
+
+
+TORCH_CU130 = ("torch", {"version": "2.11.0+cu130", "cuda_runtime": "13.0"}, [library("libcudart", "13")])
+JAX_CUDA13 = ("jax", {"version": "0.11.2", "jaxlib": "0.11.2"}, [library("libcublas", "13"), library("libcudart", "13")])
+JAX_UNRECORDED = ("jax", {"version": "0.11.2", "jaxlib": "0.11.2"}, [])  # a probe older than loaded_libraries
+CUPY_CUDA13 = ("cupy", {"version": "14.2.0", "cuda_runtime": "13.2"}, [library("libcublas", "13")])
+
+
+def ask_h200(url: str, spec: str, python: str = "3.12") -> dict:
+    proc = run_cli("explain", spec, "--gpu", "NVIDIA H200", "--driver", "580.159.04", "--python", python, "--db", url, "--json", check=0)
+    return json.loads(proc.stdout)
+
+
+def test_torch_asked_without_a_build_finds_the_stored_build_that_is_pypis_default(tmp_path):
+    url = installed_store(tmp_path, TORCH_CU130)
+    answer = ask_h200(url, "torch==2.11.0")  # knowledge/data/torch_pypi_default.csv: PyPI's 2.11 is cu130
+    assert answer["source"] == "observed" and answer["verdict"] == "pass"
+    assert answer["decided_by"].startswith("observed: torch 2.11.0+cu130 (PyPI's default build of 2.11.0) PASS on NVIDIA H200, "
+                                           "driver 580.159.04, Python 3.12.3, in sweep 1 on ")
+    assert answer["observed"]["build"] == "torch 2.11.0+cu130" and answer["observed"]["build_from"] == "its version's local label"
+    named = ask_h200(url, "torch==2.11.0+cu130")
+    assert named["source"] == "observed" and named["observed"]["build_note"] is None  # asked as it is: nothing to explain
+
+
+def test_another_build_of_the_same_release_is_not_the_observation(tmp_path):
+    url = installed_store(tmp_path, TORCH_CU130)
+    other = ask_h200(url, "torch==2.11.0+cu126")
+    assert other["source"] == "rule" and other["observed"] is None
+
+
+def test_jax_finds_the_cuda13_plugin_build_from_the_libraries_its_probe_loaded(tmp_path):
+    url = installed_store(tmp_path, JAX_CUDA13)
+    answer = ask_h200(url, "jax==0.11.2")
+    assert answer["spec"] == "jax[cuda13]==0.11.2" and answer["source"] == "observed"
+    assert answer["decided_by"].startswith("observed: jax[cuda13] 0.11.2 (read from the CUDA 13 libraries it loaded) PASS on NVIDIA H200")
+    assert ask_h200(url, "jax[cuda13]==0.11.2")["source"] == "observed"
+    assert ask_h200(url, "jax[cuda12]==0.11.2")["source"] == "rule"
+
+
+def test_a_cell_whose_build_was_not_recorded_answers_only_a_question_that_left_the_build_open(tmp_path):
+    url = installed_store(tmp_path, JAX_UNRECORDED)
+    answer = ask_h200(url, "jax==0.11.2")
+    assert answer["source"] == "observed"
+    assert "jax 0.11.2 (its probe did not record which build it was) PASS" in answer["decided_by"]
+    for named in ("jax[cuda13]==0.11.2", "jax[cuda12]==0.11.2"):
+        assert ask_h200(url, named)["source"] == "rule"
+
+
+@pytest.mark.parametrize("spec", ["cupy", "cupy==14.2.0", "cupy-cuda13x==14.2.0"])
+def test_cupy_finds_cupy_cuda13x_from_the_cuda_runtime_its_probe_reported(tmp_path, spec):
+    answer = ask_h200(installed_store(tmp_path, CUPY_CUDA13), spec)
+    assert answer["source"] == "observed" and answer["observed"]["build"] == "cupy-cuda13x 14.2.0"
+    assert "(read from the CUDA runtime 13.2 its probe reported)" in answer["decided_by"]
+
+
+def test_cupy_cuda12x_is_not_answered_by_a_cupy_cuda13x_cell(tmp_path):
+    assert ask_h200(installed_store(tmp_path, CUPY_CUDA13), "cupy-cuda12x==14.2.0")["source"] == "rule"
+
+
+def test_an_observation_of_another_python_is_said_and_does_not_decide(tmp_path):
+    url = installed_store(tmp_path, TORCH_CU130)
+    answer = ask_h200(url, "torch==2.11.0", python="3.13")
+    assert answer["source"] == "rule" and answer["observed"] is None
+    said = [n for n in answer["notes"] if n.startswith("the store observed torch 2.11.0+cu130")]
+    assert said and "with Python 3.12.3" in said[0] and said[0].endswith("give --python 3.12 for that observation to answer")
+
+
+def test_a_torch_without_a_local_label_is_the_build_of_the_cuda_runtime_it_reports():
+    from gpucompat.answers.observed import matching, stored_build
+
+    assert stored_build("torch", "2.4.1", "installed", "12.1", None, "current") == ("cu121", "the CUDA runtime 12.1 its probe reported")
+    assert stored_build("torch", "2.4.1+cu118", "default", "11.8", None, "current")[0] == "cu118"  # the label, not the stack's word
+    assert stored_build("torch", "2.4.1", "cu118", None, None, "uv") == ("cu118", "the sweep's stack")
+    row = {"cell": 1, "sweep": 1, "framework": "torch", "version": "2.4.1", "variant": "installed", "python": "3.12.3", "gpu": "NVIDIA L40S",
+           "cc": "8.9", "driver": "550.90.07", "code": "PASS", "observed": True, "build": "cu121", "build_from": "x", "created_at": 0}
+    assert matching([row], "torch", "2.4.1", "default", "3.12", "NVIDIA L40S", "8.9", "550.90.07")  # PyPI's 2.4 is cu121
+    assert not matching([row], "torch", "2.4.1+cu118", "cu118", "3.12", "NVIDIA L40S", "8.9", "550.90.07")
+
+
+def test_the_committed_h200_evidence_answers_torch_2_11_0_through_its_default_build(tmp_path):
+    """docs/evidence/gpu-node-h200/gpu-node.db holds `torch 2.11.0+cu130` PASS; a copy is asked, the evidence is only read."""
+    import shutil
+
+    copy = tmp_path / "gpu-node.db"
+    shutil.copyfile(EVIDENCE / "gpu-node-h200" / "gpu-node.db", copy)
+    answer = ask_h200(f"sqlite:///{copy}", "torch==2.11.0")
+    assert answer["source"] == "observed" and answer["verdict"] == "pass"
+    assert answer["decided_by"].startswith("observed: torch 2.11.0+cu130 (PyPI's default build of 2.11.0) PASS on NVIDIA H200, driver 580.159.04")
+    assert ask_h200(f"sqlite:///{copy}", "cupy")["observed"]["build"] == "cupy-cuda13x 14.2.0"

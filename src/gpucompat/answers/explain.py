@@ -55,7 +55,8 @@ def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | N
               "target": {**found, "python": python}, **prediction.to_dict()}
     # observation first: the store's newest cell of this stack here decides, the rules' answer stays beside it
     seen = matching(observed_rows or [], judged.framework, release_of(judged.framework, judged.version, variant), variant, python,
-                    found.get("matched") or found.get("gpu"), found["cc"], found["driver"])
+                    found.get("matched") or found.get("gpu"), found["cc"], found["driver"],
+                    build_named=question.variant is not None)
     decide(result, seen)
     result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, python)
                          if nearest and result["verdict"] in (FAIL, "uncertain") else [])

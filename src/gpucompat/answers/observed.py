@@ -2,12 +2,21 @@
 cells it observed of that stack on that GPU and driver branch. The newest observation decides; the
 rules' prediction is shown beside it, and where the two disagree the answer says so (a knowledge gap
 to report upstream, or a broken node). `results --surprises` lists every such disagreement.
+
+A cell answers a question about the build it is, however each was written: a sweep's stack names its build
+(its variant); a cell of the interpreter as installed (`check`, `--env current`) is read from what its probe
+saw: torch's local label (2.11.0+cu130) or, without one, its CUDA runtime; CuPy's package from its CUDA runtime
+(13.2 -> cupy-cuda13x); JAX's plugin from the CUDA libraries the process loaded (libcudart.so.13 -> cuda13).
+torch's PyPI default (`torch==2.11.0`) is the build the tables name for that release (cu130 for 2.11). A cell
+whose build was not recorded answers only a question that left the build open, and says so.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
+import re
 from contextlib import suppress
 from pathlib import Path
 
@@ -74,12 +83,103 @@ def _sqlite_rows(path: Path, source: str | None, framework: str | None) -> list[
 
 
 def _row(raw: dict) -> dict:
-    """What matching needs of a stored row, with the version and Python a current environment learnt from its probe."""
+    """What matching needs of a stored row, with the version and Python a current environment learnt from its probe,
+    and the build it is (`build`, None where not recorded) with where that was read (`build_from`)."""
     from ..analysis import shown_python, shown_version  # here: a question with no store never loads the classifier
+    version = shown_version(raw)
+    build, build_from = stored_build(raw["framework"], version, raw["variant"], raw.get("probe_cuda_runtime") or raw.get("cuda_runtime"),
+                                     raw.get("probe_libraries"), raw.get("env"))
     return {"cell": raw["cell_id"], "sweep": raw["sweep_id"], "created_at": raw["created_at"], "framework": raw["framework"],
-            "version": shown_version(raw), "variant": raw["variant"], "python": shown_python(raw), "gpu": raw["gpu"],
+            "version": version, "variant": raw["variant"], "python": shown_python(raw), "gpu": raw["gpu"],
             "cc": raw["cc"] or "", "driver": raw["driver"] or "", "code": raw["code"] or "PENDING", "stage": raw["stage"] or "",
-            "observed": bool(raw["observed"]) if raw["code"] else None, "reason": raw["summary"] or "", "source": raw.get("source") or "local"}
+            "observed": bool(raw["observed"]) if raw["code"] else None, "reason": raw["summary"] or "", "source": raw.get("source") or "local",
+            "build": build, "build_from": build_from}
+
+
+# -- which build a stored cell is ------------------------------------------------------------------
+
+NOT_RECORDED = "its probe did not record which build it was"
+
+
+def _libraries(value) -> list[dict]:
+    """The probe's loaded_libraries as stored: a list (through SQLAlchemy) or its JSON text (through sqlite3)."""
+    if isinstance(value, str):
+        with suppress(ValueError):
+            value = json.loads(value)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _cuda_major_loaded(libraries) -> str | None:
+    """The CUDA major of the runtime (else cuBLAS) a process loaded: 'libcudart.so.13' -> '13'."""
+    for name in ("libcudart", "libcublas"):
+        for lib in _libraries(libraries):
+            found = re.fullmatch(r"([0-9]{2})(?:\.[0-9.]*)?", str(lib.get("version") or ""))
+            if lib.get("name") == name and found:
+                return found.group(1)
+    return None
+
+
+def stored_build(framework: str, version: str, variant: str, cuda_runtime: str | None, libraries=None,
+                 env: str | None = None) -> tuple[str | None, str]:
+    """(the build of a stored cell in a question's own words: torch's local label or 'default', JAX's extra, CuPy's
+    package suffix; how that was read). None where the cell does not record it. A cell of an environment gpucompat
+    did not build (env current or container) is what its probe saw, whatever its stack's variant says."""
+    from ..knowledge import tables
+
+    if framework == "torch" and "+" in version:
+        return version.split("+", 1)[1], "its version's local label"
+    if variant not in ("installed", "") and env not in ("current", "container"):
+        return variant, "the sweep's stack"
+    runtime = re.fullmatch(r"([0-9]+)\.([0-9]+)", str(cuda_runtime or ""))
+    if framework == "torch":
+        if runtime:  # a torch without a local label names its CUDA only through its runtime (PyPI's default builds)
+            return f"cu{runtime.group(1)}{runtime.group(2)}", f"the CUDA runtime {cuda_runtime} its probe reported"
+    if framework == "cupy" and runtime and tables.version(version) is not None:
+        for package in (f"cuda{runtime.group(1)}x", f"cuda{runtime.group(1)}{runtime.group(2)}"):
+            if any(tables.version(r["first_version"]) <= tables.version(version) <= tables.version(r["last_version"])
+                   for r in tables.cupy_packages(package)):
+                return package, f"the CUDA runtime {cuda_runtime} its probe reported"
+    if framework == "jax" and (major := _cuda_major_loaded(libraries)) and tables.jax_build(version, f"cuda{major}") is not None:
+        return f"cuda{major}", f"the CUDA {major} libraries it loaded"
+    if framework == "cuda-runtime":
+        return "default", "the runtime it loaded"
+    return None, NOT_RECORDED
+
+
+def _same_build(framework: str, version: str, build: str | None) -> str | None:
+    """A build as the tables name it: torch's 'default' as the release's PyPI default label (cu130 for 2.11)."""
+    if framework == "torch" and build == "default":
+        from ..knowledge import tables
+
+        row = tables.torch_default(version)
+        return row["variant"] if row else build
+    return build
+
+
+def shown_build(row: dict, asked_variant: str | None) -> tuple[str, str | None]:
+    """(the stored build as a person reads it, e.g. 'torch 2.11.0+cu130'; why it is the asked one, or None)."""
+    from ..knowledge import tables
+
+    framework, base, build = row["framework"], _base(row["version"]), row.get("build")
+    label = _same_build(framework, base, build)
+    if framework == "torch":
+        shown = f"torch {base}+{label}" if label not in (None, "default") else f"torch {base}"
+    elif framework == "cupy":
+        shown = f"cupy-{build} {base}" if build else f"cupy {base}"
+    elif framework == "jax":
+        shown = f"jax[{build}] {base}" if build else f"jax {base}"
+    elif framework == "tensorflow":
+        shown = {"and-cuda": "tensorflow[and-cuda]", "gpu": "tensorflow-gpu", "cpu": "tensorflow-cpu"}.get(build or "", "tensorflow") + f" {base}"
+    else:
+        shown = f"{framework} {base}"
+    why = []
+    if framework == "torch" and asked_variant == "default" and tables.torch_default(base) and label == tables.torch_default(base)["variant"]:
+        why.append(f"PyPI's default build of {base}")
+    if build is None:
+        why.append(NOT_RECORDED)
+    elif row.get("build_from") not in ("the sweep's stack", "its version's local label", "the runtime it loaded"):
+        why.append(f"read from {row['build_from']}")
+    return shown, "; ".join(why) or None
 
 
 def _base(version: str) -> str:
@@ -87,18 +187,24 @@ def _base(version: str) -> str:
 
 
 def matching(rows: list[dict], framework: str, release: str, variant: str | None, python: str | None,
-             gpu: str | None, cc: str | None, driver: str | None) -> list[dict]:
-    """The observed verdicts (not pending, not could-not-test) of this stack on this GPU class and driver
-    branch, newest first. A cell of the same release in another variant is another stack: a cell run
-    in a current environment names its build in its version (2.4.1+cu118), others in their variant."""
+             gpu: str | None, cc: str | None, driver: str | None, build_named: bool = True) -> list[dict]:
+    """The observed verdicts (not pending, not could-not-test) of this build on this GPU class and driver branch: those
+    of the asked Python first, newest first. A cell answers for the build it is (stored_build): torch's default as
+    the release's default label, never another build (cu126 asked is not cu130 stored). A cell whose build was not
+    recorded answers only a question that left the build open (`build_named` False: `jax==0.11.2`, not
+    `jax[cuda12]==0.11.2`). Cells of another Python are kept for decide() to mention, never to decide."""
+    wanted = _same_build(framework, _base(release), release.split("+", 1)[1] if "+" in release else variant)
     found = []
     for row in rows:
         if row["framework"] != framework or row["code"] in ("PENDING", UNTESTED) or not row.get("observed"):
             continue
         if _base(row["version"]) != _base(release):
             continue
-        built = row["version"].split("+", 1)[1] if "+" in row["version"] else row["variant"]
-        if variant is not None and built not in (variant, "installed", "default") and row["variant"] != variant:
+        build = row["build"] if "build" in row else stored_build(framework, row["version"], row["variant"], None)[0]
+        if build is None:
+            if build_named:
+                continue
+        elif wanted is not None and _same_build(framework, _base(release), build) != wanted:
             continue
         if gpu and row["gpu"] != gpu and not (cc and row["cc"] == cc):
             continue
@@ -106,10 +212,13 @@ def matching(rows: list[dict], framework: str, release: str, variant: str | None
             continue
         if driver and row.get("driver") and row["driver"].split(".")[0] != driver.split(".")[0]:
             continue
-        if python and not str(row["python"]).startswith(python):
-            continue
-        found.append(row)
-    return sorted(found, key=lambda r: (r.get("created_at") or 0, r["cell"]), reverse=True)
+        found.append({**row, "asked_variant": variant, "same_python": python is None or _same_python(str(row["python"]), python)})
+    return sorted(found, key=lambda r: (r["same_python"], r.get("created_at") or 0, r["cell"]), reverse=True)
+
+
+def _same_python(stored: str, asked: str) -> bool:
+    """'3.12.3' is Python 3.12; '3.1' is not 3.12."""
+    return stored == asked or stored.startswith(asked + ".")
 
 
 def observed_verdict(row: dict) -> str:
@@ -120,6 +229,15 @@ def decide(result: dict, observations: list[dict]) -> dict:
     """The answer with observation first: `source` says what decided ("observed" or "rule"); the rules'
     own answer stays under `predicted`; `disagreement` says where the two part."""
     predicted = {k: result[k] for k in ("verdict", "code", "stage")}
+    other_python = [r for r in observations if not r.get("same_python", True)]
+    observations = [r for r in observations if r.get("same_python", True)]
+    if other_python and not observations:  # said, never deciding: the Python decides which wheels exist
+        seen = other_python[0]
+        build, why = shown_build(seen, seen.get("asked_variant"))
+        python = ".".join(str(seen["python"]).split(".")[:2])
+        result.setdefault("notes", []).append(
+            f"the store observed {build}{f' ({why})' if why else ''} {seen['code']} on {seen['gpu']}, driver {seen.get('driver') or '?'}, "
+            f"with Python {seen['python']} (sweep {seen['sweep']}); give --python {python} for that observation to answer")
     if not observations:
         result.update(source="rule", decided_by="predicted by rule" + (f" ({result['code']})" if result.get("code") else ""),
                       predicted=predicted, observed=None, disagreement=None)
@@ -129,11 +247,14 @@ def decide(result: dict, observations: list[dict]) -> dict:
     site = newest.get("source") or "local"
     where = f"{newest['gpu']}, driver {newest.get('driver') or '?'}" + ("" if site == "local" else f", at {site}")
     verdict = observed_verdict(newest)
+    build, why = shown_build(newest, newest.get("asked_variant"))
     result.update(
         source="observed", predicted=predicted,
-        decided_by=f"observed: {newest['code']} in sweep {newest['sweep']} ({when}) on {where}",
+        decided_by=f"observed: {build}{f' ({why})' if why else ''} {newest['code']} on {where}, Python {newest['python']}, "
+                   f"in sweep {newest['sweep']} on {when}",
         observed={"code": newest["code"], "stage": newest.get("stage"), "sweep": newest["sweep"], "date": when,
                   "gpu": newest["gpu"], "driver": newest.get("driver"), "site": site, "reason": newest.get("reason"),
+                  "build": build, "build_note": why, "build_from": newest.get("build_from"), "python": newest["python"],
                   "cells": len(observations), "passed": sum(1 for r in observations if r["code"] == PASS)},
         verdict=verdict, code=None if verdict == "pass" else newest["code"], stage=newest.get("stage"))
     differs = predicted["verdict"] != verdict or (verdict == "fail" and predicted["code"] not in (None, newest["code"]))
