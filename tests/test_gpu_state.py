@@ -241,6 +241,11 @@ def test_under_forced_ptx_jit_a_library_with_sass_only_is_named_as_the_variables
     assert outcome.code == "ARCH_UNSUPPORTED"
     assert outcome.summary.startswith("CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS in every binary")
     assert "libcublas 12 carries SASS only for this GPU and its PTX (no PTX at all) cannot be compiled for compute capability 9.0" in outcome.summary
+    # with PTX that could reach the GPU (cuBLAS 13 carries compute_75 and compute_120, as read on the H100), the variable is still named first
+    some_ptx = forced_jit(library_failure([75, 80, 90, 100, 120], [(75, 90), (120, 90)], "CUBLASError: CUBLAS_STATUS_INTERNAL_ERROR"))
+    outcome = verdict(some_ptx, framework="cupy")
+    assert outcome.code == "COMPUTE_ERROR" and outcome.summary.startswith("CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS")
+    assert "carry PTX only for compute_75, compute_120, so every kernel had to be compiled from that PTX" in outcome.summary
     # the same failure without the variable is not blamed on it
     plain = verdict(library_failure([75, 80, 90, 100, 120], [], "CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"),
                     framework="cupy")

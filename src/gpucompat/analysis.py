@@ -434,10 +434,14 @@ def _library_failure(facts: dict, record: dict) -> tuple[str, str] | None:
     forced = forced_ptx_jit(facts)
     reason = arch_rule(cc, [] if forced else archs.get("sass"), archs.get("ptx"), source,
                        build_cuda=ptx_cuda(archs.get("ptx_isa") or []), driver=driver.group(1) if driver else None)
-    if reason.verdict != FAIL or not reason.code:
-        return None
     version = next((f.get("version") for f in files if f.get("version")), None)
     named = f"{library.get('name')}" + (f" {version}" if version else "")
+    if forced and reason.verdict != FAIL:  # some of its PTX reaches this GPU, but the rest of its kernels are SASS the driver ignores
+        return "COMPUTE_ERROR", (f"{FORCED_PTX_JIT}; {named}'s fat binaries ({archs.get('entries')} kernel images, read from {source}) "
+                                 f"carry PTX only for {', '.join(archs.get('ptx') or [])}, so every kernel had to be compiled from "
+                                 f"that PTX, and it failed: {_message(record)}; unset the variable")
+    if reason.verdict != FAIL or not reason.code:
+        return None
     if forced:
         ptx = ", ".join(archs.get("ptx") or []) or "no PTX at all"
         return reason.code, (f"{FORCED_PTX_JIT}; {named} carries SASS only for this GPU and its PTX ({ptx}) cannot be compiled for "
