@@ -128,7 +128,8 @@ def test_toolkit_window_and_python():
     (("torch", "2.11.0", "default", "9.0", "535.104.05"), "fail", "DRIVER_TOO_OLD"),  # cu130 on an R535 driver
     (("torch", "2.11.0", "default", "7.0", "580.159.04"), "fail", "ARCH_UNSUPPORTED"),  # V100 dropped from cu130
     (("torch", "2.4.1", "cpu", "8.0", "535.104.05"), "fail", "NO_DEVICE"),
-    (("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05"), "fail", "ARCH_UNSUPPORTED"),
+    # R535 does not drive Kepler (R470 is its last branch): the GPU is not there before its missing sm_37 matters
+    (("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05"), "fail", "NO_DEVICE"),
     (("tensorflow", "2.15.0", "and-cuda", "8.0", "535.104.05"), "pass", None),  # sm_80 in its wheel (docs/evidence/wheels)
     (("tensorflow", "2.15.0", "and-cuda", "12.0", "570.86.10"), "pass", None),  # compute_80 PTX JIT-compiled (2.15 predates the known defect)
     (("tensorflow", "2.17.0", "and-cuda", "12.0", "570.86.10"), "fail", "ARCH_UNSUPPORTED"),  # known defect: PTX JIT fails on sm_120
@@ -212,8 +213,9 @@ def test_tensorflow_arch_lists_come_from_its_wheels():
     # TF 2.15's wheel: SASS sm_50..sm_80, PTX compute_80 (docs/evidence/wheels); 2.17 dropped Maxwell
     assert predict_stack("tensorflow", "2.15.0", "and-cuda", "5.2", "550.54.14").verdict == "pass"
     assert predict_stack("tensorflow", "2.17.0", "and-cuda", "5.2", "550.54.14").code == "ARCH_UNSUPPORTED"
-    kepler = predict_stack("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05")
-    assert kepler.code == "ARCH_UNSUPPORTED" and "sm_37" in kepler.reasons[-1].text
+    kepler = predict_stack("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05")  # R535 does not drive Kepler, and no sm_37
+    architecture = next(r for r in kepler.reasons if r.rule == "architecture")
+    assert kepler.code == "NO_DEVICE" and architecture.code == "ARCH_UNSUPPORTED" and "sm_37" in architecture.text
     # before 2.14, TensorFlow loads CUDA from the system: a pass says so
     old = predict_stack("tensorflow", "2.10.0", "plain", "8.0", "535.104.05")
     assert old.verdict == "pass" and any("installed on the system" in w for w in old.warnings)

@@ -90,15 +90,22 @@ def predict_case(case: dict, assume_driver: bool = False):
     python = ".".join(case["python"].strip().split(".")[:2]) or None
     variant = variant_of(case)
     release = raw + (f"+{variant}" if case["framework"] == "torch" and variant.startswith("cu") else "")
-    prediction = predict_stack(case["framework"], release, variant, cc, driver, python)
+    gpu = case["gpu"].strip() or None
+    prediction = predict_stack(case["framework"], release, variant, cc, driver, python, gpu=gpu)
     cuda = prediction.resolved.get("cuda_runtime")
     if assume_driver and driver is None and cuda:
         # 'just new enough': the toolkit minimum of that CUDA, or for a whole major (jax, cupy-cudaXXx) its compatibility floor
         floor = tables.compat_floor(int(cuda.split(".")[0])) if cuda.endswith(".x") else None
         row = tables.cuda_row(cuda.replace(".x", ".0"))
         assumed = floor["compat_driver_min"] if floor else (row["toolkit_driver_min"] if row else None)
+        bounds = tables.driver_branches(cc, gpu) if assumed else None
+        if bounds and bounds["first"] and int(assumed.split(".")[0]) < int(bounds["first"]["branch"]):
+            # the reporter's driver drove their GPU: the oldest driver the knowledge names of a branch that does
+            first = int(bounds["first"]["branch"])
+            assumed = min((r["toolkit_driver_min"] for r in tables.table("cuda_drivers") if int(r["toolkit_driver_min"].split(".")[0]) >= first),
+                          key=tables.version, default=assumed)
         if assumed:
-            prediction = predict_stack(case["framework"], release, variant, cc, assumed, python)
+            prediction = predict_stack(case["framework"], release, variant, cc, assumed, python, gpu=gpu)
     return prediction
 
 

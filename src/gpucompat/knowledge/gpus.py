@@ -62,6 +62,13 @@ def curated(name: str) -> dict | None:
     return best
 
 
+def words_begin(reported: str, known: str) -> int:
+    """How many words `known` has where they begin `reported` (as `curated` matches a row: NVIDIA, Tesla
+    and GeForce ignored, a parenthesised qualifier left out); 0 where they do not begin it."""
+    have, want = _tokens(reported), _tokens(_QUALIFIER.sub("", known))
+    return len(want) if want and len(want) <= len(have) and all(_same_word(r, w) for r, w in zip(have, want)) else 0
+
+
 # -- PCI ID database names ---------------------------------------------------------------------
 
 _NOISE = re.compile(r"\(r\)|\(tm\)|®|™")

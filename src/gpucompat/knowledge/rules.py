@@ -200,6 +200,69 @@ def toolkit_window_rule(build_cuda: str, cc: str) -> Reason:
                   warning=f"CUDA {build_cuda} has no SASS target for sm_{major}{minor}: at best it runs by PTX JIT (slow first start)")
 
 
+def runtime_targets_rule(cuda: str, cc: str | None) -> Reason | None:
+    """A CUDA runtime's own kernels are NVRTC's, compiled for the device in hand (the probe's JIT rungs): where no target
+    of that toolkit is as old as the device, nothing can run (CUDA 12 has no sm_35, CUDA 13 nothing below sm_75).
+    None where the compute capability or the toolkit's target list is not known: the runtime's other checks still judge."""
+    window = toolkit_window_rule(cuda, cc) if cc else None
+    if window is None or window.verdict == FAIL or not window.source:
+        return window if window is not None and window.verdict == FAIL else None
+    major, minor = cc.split(".")
+    if window.warning:  # a device newer than every target: NVRTC compiles PTX of its newest older target, the driver JITs it
+        return Reason(window.rule, PASS, f"NVRTC of CUDA {minor_series(cuda)} has no target for sm_{major}{minor}; its PTX for an older "
+                      "target is JIT-compiled by the driver", window.source, warning=window.warning)
+    return Reason(window.rule, PASS, f"NVRTC of CUDA {minor_series(cuda)} can compile for compute capability {cc}", window.source)
+
+
+DRIVES = "driver drives the GPU"
+
+
+def driver_branch(driver: str | None) -> int | None:
+    """'550.54.15' -> 550 (the branch, R550); None for what is not a driver version."""
+    head = (driver or "").split(".")[0]
+    return int(head) if head.isdigit() and len(head) == 3 else None
+
+
+def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> Reason | None:
+    """Each architecture (and the products that came after their architecture's first branch) is driven from a first
+    driver branch to a last one (knowledge/data/gpu_driver_branches.csv): outside them the GPU is not there at all,
+    whatever the stack. None where there is nothing to judge: no driver, an architecture the table does not know,
+    or a Jetson/Tegra GPU (driven by its JetPack's L4T, not by these branches)."""
+    branch = driver_branch(driver)
+    bounds = tables.driver_branches(cc, gpu) if branch is not None else None
+    if bounds is None or bounds["l4t"] is not None or not (bounds["first"] or bounds["last"]):
+        return None
+    architecture, first, last = bounds["architecture"], bounds["first"], bounds["last"]
+    what = f"{architecture} GPUs such as {gpu}" if gpu else f"{architecture} GPUs of compute capability {cc}"
+    if first and branch < int(first["branch"]):
+        needs = first["gpu"] or architecture
+        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {needs} needs R{first['branch']} or newer",
+                              first["source"], "NO_DEVICE", "device"), first["confidence"])
+    if last and branch > int(last["branch"]):
+        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: R{last['branch']} is the last branch for "
+                              f"{last['gpu'] or architecture}", last["source"], "NO_DEVICE", "device"), last["confidence"])
+    # inside the bounds the GPU is driven however loosely a bound was sourced: a bound's doubt is only below or above it
+    return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"])
+
+
+def driving_branch(cc: str | None, gpu: str | None, driver: str) -> tuple[int, str | None, str]:
+    """For a driver outside the GPU's branches: (the branch nearest to it that drives the GPU, the newest release of that
+    branch the knowledge names or None, 'drivers R570 and newer drive Blackwell GPUs')."""
+    bounds = tables.driver_branches(cc, gpu)
+    asked, first, last = driver_branch(driver), bounds["first"], bounds["last"]
+    bound = last if last and asked is not None and asked > int(last["branch"]) else first
+    branch = int(bound["branch"])
+    newest = max((d for d in tables.named_drivers() if d.split(".")[0] == str(branch)), key=Version, default=None)
+    return branch, newest, f"drivers {drive_span(bounds)} drive {bound['gpu'] or bounds['architecture'] + ' GPUs'}"
+
+
+def drive_span(bounds: dict) -> str:
+    """'R367 to R580', 'up to R470', 'R570 and newer': the branches that drive a GPU, from tables.driver_branches."""
+    first, last = bounds["first"], bounds["last"]
+    return (f"R{first['branch']} to R{last['branch']}" if first and last else f"up to R{last['branch']}" if last
+            else f"R{first['branch']} and newer")
+
+
 def minimum_rule(what: str, cc: str, driver: str | None, min_cc: str, min_driver: str, source: str) -> list[Reason]:
     """A framework's own published minimums (compute capability, driver)."""
     reasons = []
@@ -483,9 +546,10 @@ def wheel_package(framework: str, variant: str) -> str | None:
 
 
 def predict_stack(framework: str, release: str, variant: str, cc: str | None, driver: str | None, python: str | None = None,
-            cuda_runtime: str | None = None, arch: tuple | None = None) -> Prediction:
+            cuda_runtime: str | None = None, arch: tuple | None = None, gpu: str | None = None) -> Prediction:
     """Expected outcome of one stack on one GPU class. `cuda_runtime` (from resolution or the
-    probe) and `arch` (sass, ptx, source: from inspecting the installed build) override the tables."""
+    probe) and `arch` (sass, ptx, source: from inspecting the installed build) override the tables;
+    `gpu` (the name as reported) lets a product whose driver branches differ from its architecture's be judged."""
     cc = cc or None  # unknown: the rules that need it say so; the others (driver, Python, variant) still judge
     if framework == "torch":
         reasons, resolved = _torch(release, variant, cc, driver, cuda_runtime, arch)
@@ -497,9 +561,13 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
         reasons, resolved = _cupy(release, variant, cc, driver, cuda_runtime)
     elif framework == "cuda-runtime":
         cuda = cuda_runtime or release
-        reasons, resolved = [driver_rule(cuda, driver)], {"cuda_runtime": minor_series(cuda)}
+        targets = runtime_targets_rule(cuda, cc) if version(minor_series(cuda)) is not None else None
+        reasons, resolved = [driver_rule(cuda, driver), *([targets] if targets else [])], {"cuda_runtime": minor_series(cuda)}
     else:
         reasons, resolved = [Reason("framework", UNCERTAIN, f"no rules for {framework!r}", "")], {}
+    drives = driver_drives_rule(cc, gpu, driver)
+    if drives is not None:  # a GPU the driver does not drive is not there, whatever else fails: that comes first
+        reasons.insert(0 if drives.verdict != PASS else len(reasons), drives)
     plain = version(release.split("+")[0])
     if framework != "torch" and plain is not None and plain.is_prerelease:  # torch says so itself, with its CUDA
         reasons.append(Reason("release", UNCERTAIN, f"{framework} {release} is a pre-release or nightly; the tables describe releases", ""))
@@ -523,10 +591,14 @@ def never_built(framework: str, version: str, variant: str) -> str | None:
     return None
 
 
-def suggest_fix(framework: str, release: str, cc: str, driver: str | None, prediction: Prediction) -> str | None:
+def suggest_fix(framework: str, release: str, cc: str, driver: str | None, prediction: Prediction, gpu: str | None = None) -> str | None:
     """One line: what to install instead (or what to change) when a stack is predicted to fail."""
     if prediction.verdict != FAIL:
         return None
+    undriven = next((r for r in prediction.reasons if r.rule == DRIVES and r.verdict == FAIL), None)
+    if undriven is not None:  # no stack can use a GPU its driver does not drive
+        bounds = tables.driver_branches(cc, gpu)
+        return f"install a driver that drives this GPU ({drive_span(bounds)}): {undriven.text}" if bounds else undriven.text
     if framework == "torch":
         rows = sorted(tables.table("torch_builds"), key=lambda r: (r["release"] != minor_series(release), [-int(p) for p in r["release"].split(".")]))
         for row in rows:

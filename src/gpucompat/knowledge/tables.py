@@ -96,6 +96,35 @@ def cuda_archs(cuda: str) -> dict | None:
     return row if row and Version(row["cuda"]).major == want.major else None
 
 
+# -- which driver branches drive a GPU ---------------------------------------------------------
+
+def driver_branches(cc: str | None, gpu: str | None) -> dict | None:
+    """The gpu_driver_branches.csv rows for a GPU: {'architecture', 'first', 'last', 'l4t'} (a bound with no row is
+    None). A product row (matched by name as gpus.csv rows are, longest name first) outranks its architecture's row
+    for the same bound; the architecture comes from the compute capability, or from a product row where the
+    compute capability is not known. None where neither says which architecture it is."""
+    rows = table("gpu_driver_branches")
+    named: dict = {}
+    for row in rows:
+        length = gpus.words_begin(gpu, row["gpu"]) if gpu and row["gpu"] else 0
+        if length and length > named.get(row["bound"], (0, None))[0]:
+            named[row["bound"]] = (length, row)
+    product = {bound: row for bound, (_length, row) in named.items()}
+    cc = cc or next((row["cc"] for row in product.values()), None) or ((gpus.lookup(gpu) or {}).get("cc") if gpu else None)
+    family = [row for row in rows if not row["gpu"] and cc in row["cc"].split(";")]
+    if not family and not product:
+        return None
+    found = {bound: product.get(bound) or next((r for r in family if r["bound"] == bound), None) for bound in ("first", "last", "l4t")}
+    return {"architecture": (family or list(product.values()))[0]["architecture"], **found}
+
+
+def named_drivers() -> list[str]:
+    """Every driver number the knowledge names as a minimum (of a CUDA release or a framework build), oldest first."""
+    found = {r[c] for r in table("cuda_drivers") for c in ("toolkit_driver_min", "compat_driver_min") if r[c]}
+    found |= {r["min_driver"] for r in table("jax_builds") if r["min_driver"]}
+    return sorted(found, key=Version)
+
+
 # -- frameworks ------------------------------------------------------------------------------
 
 def torch_default(release: str) -> dict | None:
