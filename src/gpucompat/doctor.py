@@ -28,7 +28,7 @@ from .discover import local
 from .envs import container
 from .envs.current import installed
 from .knowledge import tables
-from .knowledge.rules import predict_stack, suggest_fix
+from .knowledge.rules import FAIL, driver_drives_rule, predict_stack, suggest_fix
 from .model import FRAMEWORKS
 from .probe.records import cuda_env, loaded_libraries
 from .probe_build import probe_pyz
@@ -194,21 +194,24 @@ def doctor() -> dict:
                 continue
             release = fw["version"] if fw["framework"] != "cuda-runtime" else (fw["cuda_runtime"] or fw["version"])
             p = predict_stack(fw["framework"], release, fw["variant"], gpu.cc, driver, cuda_runtime=fw["cuda_runtime"],
-                        arch=_arch(fw) if fw["framework"] == "torch" else None)
+                        arch=_arch(fw) if fw["framework"] == "torch" else None, gpu=gpu.name)
             deciding = next((r for r in p.reasons if r.verdict == p.verdict), p.reasons[0] if p.reasons else None)
             verdicts.append({"framework": fw["framework"], "gpu": gpu.name, "cc": gpu.cc, "verdict": p.verdict, "code": p.code,
                              "stage": p.stage, "reason": deciding.text if deciding else "", "warnings": p.warnings,
-                             "fix": suggest_fix(fw["framework"], release, gpu.cc, driver, p)})
+                             "fix": suggest_fix(fw["framework"], release, gpu.cc, driver, p, gpu.name)})
     next_step = None
     if not driver:
         summary = "no NVIDIA GPU here: no driver (no NVML, no nvidia-smi, no /proc/driver/nvidia/version)"
         next_step = NO_GPU_NEXT_STEP
     elif not gpus:
-        summary = f"driver {driver} is loaded but lists no GPU"
+        summary = (f"driver {driver} is loaded but lists no GPU; a driver ignores a GPU its branch does not drive "
+                   f"(Kepler after R470; Maxwell, Pascal and Volta after R580; Blackwell before R570): dmesg says 'NVRM: ... will ignore this GPU'")
     elif not seen["gpus"] and not seen["mig"]:
         summary = f"{len(gpus)} GPU(s) present, none visible: CUDA_VISIBLE_DEVICES={seen['value']!r} ({seen['note']})"
     else:
         summary = f"driver {driver} (CUDA {supported}); {seen['note']}"
+        undriven = {r.text for g in gpus if (r := driver_drives_rule(g.cc, g.name, driver)) is not None and r.verdict == FAIL}
+        summary += "".join(f"; {text}" for text in sorted(undriven))  # no stack can use such a GPU
     state = gpu_state_now() if gpus and (seen["gpus"] or seen["mig"]) else None
     if state and not state["testable"]:
         summary += f"; this GPU cannot be tested right now: {state['why']}"

@@ -114,7 +114,7 @@ def answer(question: Question, variant: str, executor: str, targets: list[Target
     for target in targets:
         judged_driver, driver_from = class_driver(target, driver)
         cc = target.cc or ((tables.gpu(target.name) or {}).get("cc") if target.name else None)
-        prediction = predict_stack(question.framework, release, variant, cc, judged_driver, python)
+        prediction = predict_stack(question.framework, release, variant, cc, judged_driver, python, gpu=target.name)
         deciding = next((r for r in prediction.reasons if r.verdict == FAIL), None) or \
             next((r for r in prediction.reasons if r.verdict == UNCERTAIN), None)
         seen = observed_cells(observed_rows, question.framework, question.version, target.name, cc)

@@ -86,7 +86,8 @@ def _framework_row(pin: Pin, framework_name: str, variant: str | None, where: di
         return _row(pin, pin.typed, prediction, extra), Question(pin.typed, framework_name, None, variant), prediction
     variant = variant or question.variant
     release = release_of(question.framework, question.version, variant) if variant else question.version
-    prediction = predict_stack(question.framework, release, variant, where["cc"], where["driver"], python)
+    prediction = predict_stack(question.framework, release, variant, where["cc"], where["driver"], python,
+                               gpu=where.get("matched") or where.get("gpu"))
     row = _row(pin, spec_text(question.framework, question.version, variant), prediction, question.notes + extra)
     row["framework"] = {"framework": question.framework, "version": question.version, "variant": variant}
     return row, question, prediction
