@@ -29,6 +29,11 @@ def lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines()]
 
 
+def joined(text: str) -> str:
+    """The text with its wrapping undone: one space between words."""
+    return " ".join(text.split())
+
+
 def fits(text: str, width: int = 100) -> None:
     too_long = [line for line in text.splitlines() if len(line) > width]
     assert not too_long, too_long
@@ -37,13 +42,14 @@ def fits(text: str, width: int = 100) -> None:
 # -- 1. the nearest yes ----------------------------------------------------------------------------
 
 def test_torch_on_a_v100_with_driver_470_ends_with_the_nearest_yes():
-    proc = run_cli("explain", "torch==2.4", "--gpu", "V100", "--driver", "470", env=WIDTH, check=0)
+    proc = run_cli("explain", "torch==2.4", "--gpu", "V100", "--driver", "470", "--python", "3.11", env=WIDTH, check=0)
     out = lines(proc.stdout)
     assert out[0] == "note: torch==2.4 read as 2.4.1, the newest 2.4.x the knowledge holds (pip itself would install 2.4.0"
-    assert "torch==2.4.1 on V100 (CC 7.0), driver 470 (CUDA 11.3): FAIL DRIVER_TOO_OLD at device" in out
-    start = out.index("Nearest yes on V100 (CC 7.0), driver 470:")
+    # a bare branch is read as the newest R470 release the knowledge names, and said so
+    assert "torch==2.4.1 on V100 (CC 7.0), driver 470 (as 470.42.01, CUDA 11.4), Python 3.11: FAIL DRIVER_TOO_OLD at device" in joined(proc.stdout)
+    start = out.index("Nearest yes on V100 (CC 7.0), driver 470.42.01:")
     assert out[start:start + 7] == [
-        "Nearest yes on V100 (CC 7.0), driver 470:",
+        "Nearest yes on V100 (CC 7.0), driver 470.42.01:",
         "  another variant   torch==2.4.1+cu118 passes (under CUDA minor-version compatibility)",
         "    pip install 'torch==2.4.1' --index-url https://download.pytorch.org/whl/cu118",
         "  newest that works torch==2.7.1+cu118 passes (under CUDA minor-version compatibility)",
@@ -53,8 +59,8 @@ def test_torch_on_a_v100_with_driver_470_ends_with_the_nearest_yes():
     ]
     fits(proc.stdout)
     # the variant it names does pass there, and the answer is one variant away
-    passing = run_cli("explain", "torch==2.4.1+cu118", "--gpu", "V100", "--driver", "470", "--exit-code", env=WIDTH, check=0)
-    assert "torch==2.4.1+cu118 on V100 (CC 7.0), driver 470 (CUDA 11.3): PASS" in passing.stdout and "Nearest yes" not in passing.stdout
+    passing = run_cli("explain", "torch==2.4.1+cu118", "--gpu", "V100", "--driver", "470", "--python", "3.11", "--exit-code", env=WIDTH, check=0)
+    assert "torch==2.4.1+cu118 on V100 (CC 7.0), driver 470 (as 470.42.01, CUDA 11.4), Python 3.11: PASS" in joined(passing.stdout) and "Nearest yes" not in passing.stdout
 
 
 def test_the_nearest_yes_is_a_json_field_with_every_install_command():
@@ -80,14 +86,14 @@ def test_the_nearest_yes_comes_from_advise_own_search():
 
 
 def test_jax_without_an_extra_means_the_gpu_build_and_jax_cpu_gets_the_nearest_yes():
-    asked = run_cli("explain", "jax==0.4.30", "--gpu", "H100 PCIe", "--driver", "535", env=WIDTH, check=0).stdout
-    assert "jax[cuda12]==0.4.30 on H100 PCIe (CC 9.0), driver 535 (CUDA 12.1): PASS" in asked
+    asked = run_cli("explain", "jax==0.4.30", "--gpu", "H100 PCIe", "--driver", "535", "--python", "3.12", env=WIDTH, check=0).stdout
+    assert "jax[cuda12]==0.4.30 on H100 PCIe (CC 9.0), driver 535 (as 535.54.03, CUDA 12.2), Python 3.12: PASS" in joined(asked)
     assert ("note: jax==0.4.30 read as jax[cuda12]==0.4.30: a question that names a GPU means the GPU build (write jax[cpu] for the "
             "CPU one)") in " ".join(asked.split())
-    cpu = run_cli("explain", "jax[cpu]==0.4.30", "--gpu", "H100 PCIe", "--driver", "535", env=WIDTH, check=0).stdout
+    cpu = run_cli("explain", "jax[cpu]==0.4.30", "--gpu", "H100 PCIe", "--driver", "535", "--python", "3.12", env=WIDTH, check=0).stdout
     out = lines(cpu)
-    assert "jax[cpu]==0.4.30 on H100 PCIe (CC 9.0), driver 535 (CUDA 12.1): FAIL NO_DEVICE at device" in out
-    start = out.index("Nearest yes on H100 PCIe (CC 9.0), driver 535:")
+    assert "jax[cpu]==0.4.30 on H100 PCIe (CC 9.0), driver 535 (as 535.54.03, CUDA 12.2), Python 3.12: FAIL NO_DEVICE at device" in joined(cpu)
+    start = out.index("Nearest yes on H100 PCIe (CC 9.0), driver 535.54.03:")
     assert out[start + 1:start + 5] == [
         "  another variant   jax[cuda12]==0.4.30 passes",
         "    pip install 'jax[cuda12]==0.4.30'",
@@ -129,7 +135,7 @@ def test_questions_as_people_type_them(question, spec, note):
 
 
 def test_what_was_typed_exactly_carries_no_note_and_cpu_builds_are_kept():
-    assert explain("torch==2.4.1", None, "8.0", "535.104.05")["notes"] == []
+    assert explain("torch==2.4.1", None, "8.0", "535.104.05", "3.11")["notes"] == []  # a Python given carries no note either
     assert explain("jax[cpu]==0.4.30", None, "9.0", "535.104.05")["code"] == "NO_DEVICE"
     cpu = explain("tensorflow-cpu==2.15.0", None, "8.0", "535.104.05")
     assert (cpu["spec"], cpu["code"]) == ("tensorflow-cpu==2.15.0", "NO_DEVICE")
@@ -152,8 +158,9 @@ def test_questions_that_cannot_be_read_are_one_sentence(question, message):
 
 def test_advise_takes_the_framework_positionally_and_keeps_the_option(tmp_path):
     db = f"sqlite:///{tmp_path / 'empty.db'}"
-    positional = json.loads(run_cli("advise", "tf", "--cc", "8.0", "--driver", "550.54.14", "--db", db, "--json", check=0).stdout)
-    option = json.loads(run_cli("advise", "--framework", "tensorflow", "--cc", "8.0", "--driver", "550.54.14", "--db", db, "--json", check=0).stdout)
+    positional = json.loads(run_cli("advise", "tf", "--cc", "8.0", "--driver", "550.54.14", "--python", "3.11", "--db", db, "--json", check=0).stdout)
+    option = json.loads(run_cli("advise", "--framework", "tensorflow", "--cc", "8.0", "--driver", "550.54.14", "--python", "3.11", "--db", db, "--json",
+                                check=0).stdout)
     assert positional["predicted"] == option["predicted"] and positional["notes"] == ["tf read as tensorflow"]
     assert all({"pip", "uv", "conda"} == set(p["commands"]) for p in option["predicted"])
     both = run_cli("advise", "torch", "--framework", "jax", "--cc", "8.0", "--driver", "550.54.14", "--db", db, check=2)
@@ -194,7 +201,7 @@ def test_a_requirements_file_with_conflicting_pins(tmp_path):
 
 def test_jax_without_a_plugin_in_a_file_runs_on_the_cpu_and_gets_the_nearest_yes(tmp_path):
     path = write(tmp_path / "requirements.txt", "jax==0.4.30\njaxlib==0.4.30\n")
-    data = json.loads(run_cli("explain", "-r", str(path), "--gpu", "H100 PCIe", "--driver", "535", "--json", check=0).stdout)
+    data = json.loads(run_cli("explain", "-r", str(path), "--gpu", "H100 PCIe", "--driver", "535", "--python", "3.12", "--json", check=0).stdout)
     assert (data["verdict"], data["code"]) == ("fail", "NO_DEVICE")
     nearest = data["nearest"]["jax[cpu]==0.4.30"]
     assert [(n["kind"], n["spec"], n["install"]["pip"]) for n in nearest] == [
@@ -390,8 +397,9 @@ def test_without_gpu_and_driver_this_machine_answers(tmp_path):
     env = {**WIDTH, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     proc = run_cli("explain", "torch", "2.4", env=env, check=0)
     assert "note: GPU and driver: this machine's Tesla V100-SXM2-32GB, driver 470.82.01, read through nvidia-smi" in proc.stdout
-    assert "torch==2.4.1 on Tesla V100-SXM2-32GB (CC 7.0), driver 470.82.01 (CUDA 11.4): FAIL DRIVER_TOO_OLD" in proc.stdout
-    other = json.loads(run_cli("explain", "torch==2.4.1", "--driver", "535.104.05", "--json", env=env, check=0).stdout)
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"  # not given: this interpreter's, and said so
+    assert f"torch==2.4.1 on Tesla V100-SXM2-32GB (CC 7.0), driver 470.82.01 (CUDA 11.4), Python {here}: FAIL DRIVER_TOO_OLD" in joined(proc.stdout)
+    other = json.loads(run_cli("explain", "torch==2.4.1", "--driver", "535.104.05", "--python", "3.11", "--json", env=env, check=0).stdout)
     assert other["verdict"] == "pass" and other["notes"] == ["GPU: this machine's Tesla V100-SXM2-32GB, read through nvidia-smi"]
     advised = json.loads(run_cli("advise", "torch", "--db", f"sqlite:///{tmp_path / 'e.db'}", "--json", env=env, check=0).stdout)
     assert advised["target"]["driver"] == "470.82.01" and advised["predicted"][0]["variant"] == "cu118"

@@ -376,21 +376,20 @@ def explain(
 ):
     """Predict, offline and in a fraction of a second, whether a stack (or a requirements file) works on a GPU and driver,
     or on every GPU class of a site, and why; after a no, the nearest yes."""
-    from .answers.explain import ask
-
+    from .answers.asked import read as read_question
+    from .answers.explain import answer
     from .answers.observed import stored_rows
 
-    from .answers.questions import read
-
-    # observation first: what this store saw of the asked framework (the store filters; a bad spec is ask's sentence)
-    rows = stored_rows(db, source, read(spec).framework if spec and requirements is None else None) if requirements is None else None
     piped = None
     if requirements == "-":
         from .answers.lockfiles import MAX_BYTES
         from .paths import read_user_stream
 
         piped = read_user_stream(sys.stdin.buffer, "standard input", MAX_BYTES, "pip freeze output is far smaller.")
-    result = ask(spec, requirements, pool, gpu, cc, driver, python, piped, rows)
+    # the question is read once, here; only a question read without error asks the store (observation first: what it
+    # saw of the asked framework), and the answer flows from it (answers/asked.py)
+    asked = read_question(spec, requirements, pool, gpu, cc, driver, python, piped)
+    result = answer(asked, stored_rows(db, source, asked.framework) if asked.mode != "requirements" else None)
     if json_out:
         _print_json(result)
     else:
@@ -543,7 +542,8 @@ def advise(
     fmt: str = typer.Option("table", "--format", help="table (pip commands), or conda: an environment.yml for the first stack advised."),
 ):
     """The newest stacks that work for a GPU and driver, observed first, predicted second, with install commands."""
-    from .answers.advise import advise as run_advise
+    from .answers.advise import advise_for
+    from .answers.asked import read_advice
     from .report.rows import display_row
     from .store import Store
 
@@ -551,7 +551,8 @@ def advise(
         raise UserError(f"--format {fmt[:20]!r}: write table or conda.")
     if bool(name) == bool(framework) and name != framework:
         raise UserError("give the framework once: advise torch, or advise --framework torch.")
-    result = run_advise(name or framework, gpu, cc, driver, python, [display_row(r) for r in Store(db, readonly=True).result_rows(None)])
+    asked = read_advice(name or framework, gpu, cc, driver, python)  # read once; the store is asked only after
+    result = advise_for(asked, [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=asked.framework)])
     if fmt == "conda":
         _advise_conda(result, python)
         return

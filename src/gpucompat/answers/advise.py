@@ -7,11 +7,9 @@ import json
 
 from packaging.version import InvalidVersion, Version
 
-from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import PASS, predict_stack
-from .questions import framework_name
-from .target import where as target_of
+from .asked import Asked, read_advice
 
 
 def install_command(framework: str, version: str, variant: str) -> str:
@@ -96,14 +94,17 @@ def _release(framework: str, version: str, variant: str) -> str:
     return f"{release}+{variant}" if framework == "torch" and variant not in ("default", "installed") else release
 
 
-def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python: str | None, observed_rows: list[dict], limit: int = 5) -> dict:
+def advise(framework: str, gpu: str | None, cc: str | None, driver: str | None, python: str | None, observed_rows: list[dict],
+           limit: int = 5) -> dict:
+    """The question read and answered at once (the CLI reads it first, then asks the store, then `advise_for`)."""
+    return advise_for(read_advice(framework, gpu, cc, driver, python), observed_rows, limit)
+
+
+def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
     """Observed passes that this target can also run (same compute capability; the asked driver and
     Python judged by the rules), then predicted passes; `left_out` says why every other candidate is not advised."""
-    framework, _variant, notes = framework_name(framework)  # pytorch, tf, cupy-cuda12x... as people name them
-    where, target_notes = target_of(gpu, cc, driver)  # what is not given is this machine's
+    framework, where, python = asked.framework, asked.target, asked.python
     driver = where["driver"]
-    if where["cc"] is None:
-        raise UserError(f"the knowledge holds no GPU named {where['gpu'][:80]!r}, so its compute capability is unknown; give --cc X.Y instead.")
     observed, left_out, seen = [], [], set()
     for row in sorted(observed_rows, key=lambda r: _key(r["version"]), reverse=True):
         if row["framework"] != framework or row["code"] != "PASS" or row["cc"] != where["cc"] or (row["version"], row["variant"]) in seen:
@@ -144,6 +145,7 @@ def advise(framework: str, gpu: str | None, cc: str | None, driver: str, python:
                           "install": install_command(framework, shown, variant),
                           "commands": install_commands(framework, shown, variant, p.resolved.get("cuda_runtime")),
                           "reasons": [r.text for r in p.reasons]})
-    return {"framework": framework, "notes": notes + target_notes, "target": {**where, "python": python}, "observed": observed[:limit], "predicted": predicted,
+    return {"framework": framework, "notes": list(asked.notes), "target": asked.target_view(),
+            "observed": observed[:limit], "predicted": predicted,
             "left_out": left_out,
             "note": "observed: a stored sweep ran it on this GPU class; predicted: the knowledge rules expect it to work, not run"}

@@ -3,58 +3,62 @@ with how the question was read and, after a no or an uncertain, the nearest yes.
 
 from __future__ import annotations
 
-import re
-
-from ..errors import UserError
 from ..knowledge.rules import FAIL, PASS, predict_stack
-from ..plan import PYTHON_VERSION
+from .asked import Asked, check_python
+from .asked import read as read_question
 from .nearest import nearest_yes, release_of
 from .observed import decide, matching
-from .questions import Question, assumed_note, gpu_variants, read
-from .target import target, where
+from .questions import Question, assumed_note, gpu_variants, spec_text
+from .target import target
 
-__all__ = ["explain", "judge", "check_python", "target"]
-
-
-# A question may name any Python a release was built for, from 3.6 on (the wheel tables cover torch 1.x);
-# only a test needs the probe, which runs on 3.8 and newer.
-QUESTION_PYTHON = re.compile(r"3\.([6-9]|1[0-5])", re.ASCII)
-
-
-def check_python(python: str | None) -> list[str]:
-    """Notes for a Python the probe cannot test (3.6, 3.7); one sentence for what is not a Python version."""
-    if python is not None and not QUESTION_PYTHON.fullmatch(python):
-        raise UserError(f"--python {python[:20]!r} is not a Python version from 3.6 to 3.15, like '3.11'.")
-    if python is not None and not PYTHON_VERSION.fullmatch(python):
-        return [f"Python {python}: answered from the knowledge's wheel tables; gpucompat's probe needs Python 3.8 or newer, "
-                "so a sweep or check cannot test this Python"]
-    return []
+__all__ = ["answer", "ask", "explain", "judge", "check_python", "target"]
 
 
 def judge(question: Question, cc: str | None, driver: str | None, python: str | None) -> tuple[str, list[str], object]:
-    """(the variant judged, notes, the prediction): a question without a build means the first GPU build that passes here,
-    else the first the release has."""
+    """(the variant judged, notes, the prediction): a question without a build means the first GPU build that passes here;
+    where none passes with this Python, the first that this GPU and driver would run (so the answer is the Python, never
+    a driver the build the Python rules out would need); else the first the release has."""
     if question.variant is not None:
         return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, python)
     choices = gpu_variants(question.framework, question.version)
-    judged = [(v, predict_stack(question.framework, release_of(question.framework, question.version, v), v, cc, driver, python)) for v in choices]
-    variant, prediction = next(((v, p) for v, p in judged if p.verdict == PASS), judged[0])
-    return variant, [assumed_note(question, variant)], prediction
+
+    def predicted(variant: str, with_python: str | None):
+        return predict_stack(question.framework, release_of(question.framework, question.version, variant), variant, cc, driver, with_python)
+
+    judged = [(v, predicted(v, python)) for v in choices]
+    here = next((v for v in choices if predicted(v, None).verdict == PASS), None) if python else None  # the build read without a Python
+    variant, prediction = next(((v, p) for v, p in judged if p.verdict == PASS), None) or \
+        next(((v, p) for v, p in judged if v == here), judged[0])
+    notes = [assumed_note(question, variant)]
+    if here is not None and here != variant:
+        notes.append(f"with Python {python} the build judged is {spec_text(question.framework, question.version, variant)}: "
+                     f"{spec_text(question.framework, question.version, here)}, the build this GPU and driver would run, "
+                     f"has no wheel for Python {python}")
+    elif here is not None and prediction.verdict != PASS:
+        notes.append(f"{spec_text(question.framework, question.version, variant)} is the build this GPU and driver would run; "
+                     f"it is the Python {python} that rules it out")
+    return variant, notes, prediction
 
 
 def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None,
             nearest: bool = True, observed_rows: list[dict] | None = None) -> dict:
     """`spec`: the question as typed, one string ('torch==2.4', 'torch 2.4') or its words. What is not given of the GPU and
-    driver is this machine's. After a fail or an uncertain, `nearest` holds what would pass on the same GPU and driver."""
-    question = read(spec)
-    python_notes = check_python(python)
-    found, target_notes = where(gpu, cc, driver)
+    driver is this machine's; of the Python, this interpreter's. After a fail or an uncertain, `nearest` holds what would
+    pass on the same GPU and driver."""
+    return answer_stack(read_question(spec, None, None, gpu, cc, driver, python), observed_rows or [], nearest)
+
+
+def answer_stack(asked: Asked, observed_rows: list[dict], nearest: bool = True) -> dict:
+    """The stack form's answer: the rules' verdict, decided by the store's observation of it where there is one."""
+    question, found, python = asked.stack, asked.target, asked.python
     variant, assumed, prediction = judge(question, found["cc"], found["driver"], python)
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
-    result = {"spec": judged.spec, "asked": question.typed, "notes": question.notes + assumed + target_notes + python_notes,
-              "target": {**found, "python": python}, **prediction.to_dict()}
+    notes = list(asked.notes)
+    notes[len(question.notes):len(question.notes)] = assumed  # the build assumed right after how the stack was read
+    result = {"spec": judged.spec, "asked": question.typed, "notes": notes,
+              "target": asked.target_view(), **prediction.to_dict()}
     # observation first: the store's newest cell of this stack here decides, the rules' answer stays beside it
-    seen = matching(observed_rows or [], judged.framework, release_of(judged.framework, judged.version, variant), variant, python,
+    seen = matching(observed_rows, judged.framework, release_of(judged.framework, judged.version, variant), variant, python,
                     found.get("matched") or found.get("gpu"), found["cc"], found["driver"],
                     build_named=question.variant is not None)
     decide(result, seen)
@@ -63,51 +67,47 @@ def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | N
     return result
 
 
-
-def explain_requirements(path: str, stdin_text: str | None, gpu: str | None, cc: str | None, driver: str | None,
-                         python: str | None) -> dict:
+def answer_requirements(asked: Asked) -> dict:
     """`explain -r FILE` (or `-r -` with pip freeze output): every GPU package of the file, and the set."""
     from .lockfiles import load
     from .requirements import judge as judge_set
 
-    parsed = load(path, stdin_text)
-    check_python(python)
-    found, target_notes = where(gpu, cc, driver)
-    result = judge_set(parsed, found, python)
-    return {"file": "standard input" if path == "-" else path, **result, "notes": result["notes"] + target_notes}
+    parsed = load(asked.requirements, asked.stdin_text)
+    result = judge_set(parsed, asked.target, asked.python)
+    result["target"] = asked.target_view()
+    return {"file": "standard input" if asked.requirements == "-" else asked.requirements, **result,
+            "notes": result["notes"] + list(asked.notes)}
 
 
-def explain_pool(spec, pool: str, driver: str | None, python: str | None, observed_rows: list[dict]) -> dict:
+def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
     """`explain SPEC --pool ...`: the question on every GPU class of a site (answers/pool.py)."""
     from .pool import answer, pool_targets
 
-    question = read(spec)
-    check_python(python)
-    executor, targets, origin = pool_targets(pool)
-    notes = list(question.notes)
+    question, driver, python = asked.stack, asked.driver, asked.python
+    executor, targets, origin = pool_targets(asked.pool)
+    notes = list(asked.notes)
     variant = question.variant
     if variant is None:  # the GPU build that passes on the most classes (the first the release has, where none does)
         choices = gpu_variants(question.framework, question.version)
         passes = {v: sum(predict_stack(question.framework, release_of(question.framework, question.version, v), v,
                                        t.cc, t.driver or driver, python).verdict == PASS for t in targets) for v in choices}
         variant = max(choices, key=lambda v: (passes[v], -choices.index(v)))
-        notes.append(assumed_note(question, variant))
+        notes.insert(len(question.notes), assumed_note(question, variant))
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
-    return {"spec": judged.spec, "asked": question.typed, "notes": notes, "pool": pool,
-            **answer(judged, variant, executor, targets, origin, driver, python, observed_rows)}
+    return {"spec": judged.spec, "asked": question.typed, "notes": notes, "pool": asked.pool, "python": python,
+            "python_from": asked.python_from, "driver_typed": asked.driver_typed, **answer(judged, variant, executor, targets, origin, driver, python, observed_rows)}
+
+
+def answer(asked: Asked, observed_rows: list[dict] | None = None) -> dict:
+    """The answer to a question read once (answers/asked.py), in its form; `mode` says which."""
+    if asked.mode == "pool":
+        return {"mode": "pool", **answer_pool(asked, observed_rows or [])}
+    if asked.mode == "requirements":
+        return {"mode": "requirements", **answer_requirements(asked)}
+    return {"mode": "stack", **answer_stack(asked, observed_rows or [])}
 
 
 def ask(spec, requirements: str | None, pool: str | None, gpu: str | None, cc: str | None, driver: str | None,
         python: str | None, stdin_text: str | None = None, observed_rows: list[dict] | None = None) -> dict:
-    """The command's three forms: a stack, a requirements file (-r), a pool (--pool); `mode` says which."""
-    if requirements is not None and (spec or pool):
-        raise UserError("-r judges a file: give it without a stack spec or --pool.")
-    if requirements is None and not spec:
-        raise UserError("give a stack to ask about (e.g. torch==2.4.1 or 'torch 2.4'), or -r requirements.txt.")
-    if pool is not None:
-        if gpu or cc:
-            raise UserError("--pool answers for the pool's own GPU classes: leave out --gpu and --cc.")
-        return {"mode": "pool", **explain_pool(spec, pool, driver, python, observed_rows or [])}
-    if requirements is not None:
-        return {"mode": "requirements", **explain_requirements(requirements, stdin_text, gpu, cc, driver, python)}
-    return {"mode": "stack", **explain(spec, gpu, cc, driver, python, observed_rows=observed_rows)}
+    """The command's three forms read and answered at once (the CLI reads first, then asks the store, then answers)."""
+    return answer(read_question(spec, requirements, pool, gpu, cc, driver, python, stdin_text), observed_rows)

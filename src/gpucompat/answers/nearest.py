@@ -90,7 +90,8 @@ def oldest_driver(framework: str, release: str, variant: str, cc: str | None, dr
 
 def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
     """What would work on the same GPU and driver, in the order people try it (see the module's docstring)."""
-    from .advise import advise
+    from .advise import advise_for
+    from .asked import Asked
 
     cc, driver = where["cc"], where["driver"]
     found = []
@@ -100,7 +101,7 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
             found.append(_item("variant", "another variant", framework, version, other, p))
             break
     if cc is not None:
-        best = advise(framework, None, cc, driver, python, [], limit=1)["predicted"]
+        best = advise_for(Asked("advise", framework, None, where, driver, driver, python, "given"), [], limit=1)["predicted"]
         if best:
             exact = _exact(framework, best[0]["version"], best[0]["variant"])
             p = predict_stack(framework, release_of(framework, exact, best[0]["variant"]), best[0]["variant"], cc, driver, python)

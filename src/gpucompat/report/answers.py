@@ -81,6 +81,18 @@ def gpu_text(t: dict) -> str:
     return f"{t['gpu']} ({alias}CC {t['cc']})"
 
 
+def driver_text(t: dict) -> str:
+    """The driver as read: a bare branch with the release it was read as (answers/asked.py says why)."""
+    typed = t.get("driver_typed")
+    if typed and typed != t["driver"]:
+        return f"driver {typed} (as {t['driver']}, CUDA {t['driver_cuda'] or '?'})"
+    return f"driver {t['driver']} (CUDA {t['driver_cuda'] or '?'})"
+
+
+def python_text(t: dict) -> str:
+    return f", Python {t['python']}" if t.get("python") else ", any Python"
+
+
 def _notes(notes: list[str]) -> list:
     return [Text.assemble(("note: ", "dim"), note) for note in notes]
 
@@ -124,7 +136,7 @@ def explain_view(result: dict, full_sources: bool = False) -> list:
     """`explain SPEC`: notes, the verdict line, the checks, the nearest yes, the sources."""
     t = result["target"]
     sources = Sources()
-    head = Text.assemble(f"{result['spec']} on {gpu_text(t)}, driver {t['driver']} (CUDA {t['driver_cuda'] or '?'}): ",
+    head = Text.assemble(f"{result['spec']} on {gpu_text(t)}, {driver_text(t)}{python_text(t)}: ",
                          verdict_text(result["verdict"], result["code"], result["stage"]))
     out = [*_notes(result.get("notes", [])), head]
     if result.get("source") == "observed":  # observation first; the rules' checks below are the prediction beside it
@@ -144,7 +156,7 @@ def requirements_view(result: dict, full_sources: bool = False, wide: bool = Fal
     t = result["target"]
     sources = Sources()
     head = Text.assemble(f"{result['file']} ({result['kind']}: {result['packages']} packages, {result['gpu_packages']} for the GPU) on "
-                         f"{gpu_text(t)}, driver {t['driver']} (CUDA {t['driver_cuda'] or '?'}): ",
+                         f"{gpu_text(t)}, {driver_text(t)}{python_text(t)}: ",
                          verdict_text(result["verdict"], result["code"], result["stage"]))
     out = [*_notes(result["notes"]), head]
     rows = result["rows"]

@@ -1,0 +1,133 @@
+"""One question, read once at the command's edge: `explain` and `advise` turn what was typed into one `Asked`
+(the stack or framework, the GPU, the driver and the Python, with a note for every reading that was not literally
+what the user wrote), and the answer flows from it: read -> judge -> nearest -> view. Only a question read
+without error is answered, and only then is the store asked for what it observed.
+
+What is assumed is said: a Python not given is this interpreter's; a bare driver branch (`--driver 550`) is read
+as the newest release of that branch the knowledge names (every release of a production branch reports the
+branch's one CUDA version, so the CUDA it supports is the branch's); what is not given of the GPU and driver is
+this machine's (target.where).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from ..errors import UserError
+from ..knowledge import tables
+from ..plan import PYTHON_VERSION
+from .questions import Question, framework_name
+from .questions import read as read_stack
+from .target import where
+
+# A question may name any Python a release was built for, from 3.6 on (the wheel tables cover torch 1.x);
+# only a test needs the probe, which runs on 3.8 and newer.
+QUESTION_PYTHON = re.compile(r"3\.([6-9]|1[0-5])", re.ASCII)
+BARE_BRANCH = re.compile(r"[0-9]{3}", re.ASCII)
+MODES = ("stack", "requirements", "pool", "advise")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question as read: what is asked about, on what, with which Python; `notes` say how each part was read."""
+
+    mode: str  # "stack", "requirements" (-r FILE), "pool" (--pool) or "advise"
+    framework: str | None  # the framework asked about (None for -r: the file names its own)
+    stack: Question | None  # the stack asked about (explain SPEC and --pool); None for -r and advise
+    target: dict | None  # the GPU and driver as read (target.where); None for --pool, whose classes are their own
+    driver: str | None  # the driver as read: a bare branch as its newest known release (--pool: the one assumed)
+    driver_typed: str | None  # the driver as given (None: this machine's, or none for --pool)
+    python: str | None  # the Python judged; None: not checked
+    python_from: str  # "given" (--python), "this interpreter" or "not checked"
+    notes: tuple[str, ...] = ()  # how the stack, the driver, the GPU and the Python were read, in that order
+    requirements: str | None = None  # -r FILE ('-': stdin_text holds it)
+    stdin_text: str | None = None
+    pool: str | None = None
+
+    def target_view(self) -> dict:
+        """The target as an answer shows it: the GPU and driver as read, the driver as typed, the Python and why."""
+        return {**(self.target or {}), "driver_typed": self.driver_typed, "python": self.python, "python_from": self.python_from}
+
+
+def check_python(python: str | None) -> list[str]:
+    """Notes for a Python the probe cannot test (3.6, 3.7); one sentence for what is not a Python version."""
+    if python is not None and not QUESTION_PYTHON.fullmatch(python):
+        raise UserError(f"--python {python[:20]!r} is not a Python version from 3.6 to 3.15, like '3.11'.")
+    if python is not None and not PYTHON_VERSION.fullmatch(python):
+        return [f"Python {python}: answered from the knowledge's wheel tables; gpucompat's probe needs Python 3.8 or newer, "
+                "so a sweep or check cannot test this Python"]
+    return []
+
+
+def read_python(python: str | None) -> tuple[str | None, str, list[str]]:
+    """(the Python judged, where it came from, notes): as given, else this interpreter's, as a sweep's plan assumes."""
+    if python is not None:
+        return python, "given", check_python(python)
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if QUESTION_PYTHON.fullmatch(here):
+        return here, "this interpreter", [f"Python {here}: this interpreter's, as a sweep assumes (give --python X.Y to ask about another)"]
+    return None, "not checked", [f"Python not checked: this interpreter's {here} is outside the 3.6 to 3.15 the wheel tables describe "
+                                 "(give --python X.Y)"]
+
+
+def branch_releases(branch: int) -> list[str]:
+    """The releases of one driver branch the knowledge names (the minimum drivers of the CUDA table), oldest first."""
+    found = {r[c] for r in tables.table("cuda_drivers") for c in ("toolkit_driver_min", "compat_driver_min") if r[c]}
+    return sorted((v for v in found if Version(v).major == branch), key=Version)
+
+
+def read_driver(driver: str | None) -> tuple[str | None, list[str]]:
+    """(the driver judged, notes): a bare branch such as 550 as the newest release of R550 the knowledge names."""
+    if driver is None or not isinstance(driver, str) or not BARE_BRANCH.fullmatch(driver):
+        return driver, []
+    releases = branch_releases(int(driver))
+    if releases:
+        newest = releases[-1]
+        cuda = (tables.driver_cuda(newest) or {}).get("cuda", "?")
+        return newest, [f"driver {driver} read as {newest}, the newest release of branch R{driver} the knowledge names (CUDA {cuda}; "
+                        f"every R{driver} release supports CUDA {cuda}); give the full version nvidia-smi shows for another"]
+    supported = tables.driver_cuda(driver)
+    reach = f"read as supporting CUDA {supported['cuda']}, the newest CUDA whose minimum driver it meets" if supported else \
+        "older than every CUDA release in the knowledge tables"
+    return driver, [f"driver {driver}: the knowledge names no release of branch R{driver}; {reach} "
+                    "(give the full version nvidia-smi shows)"]
+
+
+def read(spec, requirements: str | None = None, pool: str | None = None, gpu: str | None = None, cc: str | None = None,
+         driver: str | None = None, python: str | None = None, stdin_text: str | None = None) -> Asked:
+    """`explain`'s question, in its three forms: a stack, a requirements file (-r), a pool (--pool)."""
+    if requirements is not None and (spec or pool):
+        raise UserError("-r judges a file: give it without a stack spec or --pool.")
+    if requirements is None and not spec:
+        raise UserError("give a stack to ask about (e.g. torch==2.4.1 or 'torch 2.4'), or -r requirements.txt.")
+    if pool is not None and (gpu or cc):
+        raise UserError("--pool answers for the pool's own GPU classes: leave out --gpu and --cc.")
+    stack = read_stack(spec) if requirements is None else None
+    python, python_from, python_notes = read_python(python)
+    typed_driver = driver
+    driver, driver_notes = read_driver(driver)
+    if pool is not None:
+        return Asked("pool", stack.framework, stack, None, driver, typed_driver, python, python_from, tuple(stack.notes + driver_notes + python_notes),
+                     pool=pool)
+    found, target_notes = where(gpu, cc, driver)
+    mode = "stack" if stack is not None else "requirements"
+    return Asked(mode, stack.framework if stack else None, stack, found, found["driver"], typed_driver, python, python_from,
+                 tuple((stack.notes if stack else []) + driver_notes + target_notes + python_notes),
+                 requirements=requirements, stdin_text=stdin_text)
+
+
+def read_advice(framework: str | None, gpu: str | None, cc: str | None, driver: str | None, python: str | None) -> Asked:
+    """`advise`'s question: a framework as people name it (pytorch, tf, cupy-cuda12x...) on a GPU and driver."""
+    framework, _variant, notes = framework_name(framework)
+    python, python_from, python_notes = read_python(python)
+    typed_driver = driver
+    driver, driver_notes = read_driver(driver)
+    found, target_notes = where(gpu, cc, driver)
+    if found["cc"] is None:
+        raise UserError(f"the knowledge holds no GPU named {found['gpu'][:80]!r}, so its compute capability is unknown; give --cc X.Y instead.")
+    return Asked("advise", framework, None, found, found["driver"], typed_driver, python, python_from,
+                 tuple(notes + driver_notes + target_notes + python_notes))
