@@ -186,3 +186,73 @@ def test_the_uncompressed_size_is_bounded_while_it_is_read(tmp_path, monkeypatch
         bundle.verify(bomb)
     assert str(raised.value) == f"{bomb} is larger than 1 MiB uncompressed, the most a bundle may hold; nothing was imported."
     assert gzip.decompress(bomb.read_bytes()).count(b"\n") > 40_000  # what was not read to its end
+
+
+# -- 4. numbers in versions ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("framework, versions, expected", [
+    ("torch", "[2.10]", 'versions: 2.1 is a number, not a version string; quote it: versions = ["2.1"] (a TOML number loses its '
+                        'trailing zeros: 2.10 is read as 2.1).'),
+    ("cuda-runtime", "[12.4]", 'versions: 12.4 is a number, not a version string; quote it: versions = ["12.4"] (a TOML number loses '
+                               'its trailing zeros: 2.10 is read as 2.1).'),
+    ("torch", '["2.4.1", 2]', 'versions: 2 is a number, not a version string; quote it: versions = ["2"].'),
+])
+def test_a_number_in_versions_is_refused_with_quote_it(isolated, framework, versions, expected):
+    plan = write(isolated / "plan.toml", f'[[stacks]]\nframework = "{framework}"\nversions = {versions}\n')
+    refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")), f"{plan}: [[stacks]] #1 {expected}")
+    assert not (isolated / "out").exists() and not (isolated / "gpucompat.db").exists()
+
+
+# -- 7. extra_sbatch options that hold or block the submission ------------------------------------------------------
+
+SLURM = 'executor = "slurm"\n[slurm]\nextra_sbatch = ["--exclusive", "{option}"]\n[[targets]]\nname = "A100"\ncc = "8.0"\n' + CURRENT
+
+
+@pytest.mark.parametrize("option, why", [
+    ("--wait", "would make sbatch return only when the array has ended, so gpucompat would hang on submit"),
+    ("--wai", "(sbatch reads it as --wait) would make sbatch return only when the array has ended, so gpucompat would hang on submit"),
+    ("--begin=now+1hour", "would hold the array until the time it names"),
+    ("--dependency=afterok:1", "would hold the array until other jobs end"),
+    ("--hold", "would hold the array until someone releases it"),
+])
+def test_extra_sbatch_that_holds_or_blocks_the_submission_is_refused(isolated, option, why):
+    plan = write(isolated / "plan.toml", SLURM.format(option=option))
+    refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
+            f"{plan}: [slurm] extra_sbatch {option!r} {why}; remove it: gpucompat submits the array and waits for it itself.")
+    assert not (isolated / "out").exists()
+
+
+def test_extra_sbatch_ntasks_names_what_it_overlaps_and_short_forms_are_refused(isolated):
+    plan = write(isolated / "plan.toml", SLURM.format(option="--ntasks=4"))
+    refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
+            f"{plan}: [slurm] extra_sbatch '--ntasks=4' would override --ntasks, which gpucompat sets as [bench] nodes x scale, one task "
+            "per GPU (through --nodes and --ntasks-per-node); remove it.")
+    for short in ("-W", "-b now", "-d afterok:1", "-H"):
+        plan = write(isolated / "plan.toml", SLURM.format(option=short))
+        refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
+                f'{plan}: [slurm] extra_sbatch must be a list of sbatch options like "--exclusive" or "--gpus-per-task=1" (one long '
+                "option each, no spaces or quotes; short forms such as -W are not read).")
+    # an option that only starts like one of them is the site's own, and written
+    plan = write(isolated / "plan.toml", SLURM.format(option="--wait-all-nodes=1"))
+    run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)
+    assert "#SBATCH --wait-all-nodes=1\n" in (isolated / "out" / "array-0.sh").read_text()
+
+
+# -- 8. a stack's container image, checked as [kubernetes] image is ---------------------------------------------------
+
+@pytest.mark.parametrize("image", ["docker://nvcr.io/nvidia/$(id):1", "nvcr.io/nvidia/pytorch`id`", "o'brien/pt:1", 'a\\"b',
+                                   "/images/pt$HOME.sif", "oras://ghcr.io/x;y:1"])
+def test_a_container_image_with_shell_syntax_is_refused(isolated, image):
+    plan = write(isolated / "plan.toml", f'[[stacks]]\nframework = "torch"\nenv = "container"\nimage = "{image}"\n')
+    shown = repr(image.replace('\\"', '"'))
+    refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
+            f"{plan}: [[stacks]] #1: {shown} is not a container image like 'docker://nvcr.io/nvidia/pytorch:24.08-py3' or a .sif path "
+            "(letters, digits and ./:@_+=,%~- only; no $, backticks or quotes).")
+    assert not (isolated / "out").exists()
+
+
+@pytest.mark.parametrize("image", ["docker://nvcr.io/nvidia/pytorch:25.01-py3", "/shared/images/pt-25.01.sif", "localhost:5000/pt:1",
+                                   "oras://ghcr.io/org/pt:1", "ubuntu@sha256:" + "0" * 64])
+def test_real_images_still_pass(isolated, image):
+    plan = write(isolated / "plan.toml", f'[[stacks]]\nframework = "torch"\nenv = "container"\nimage = "{image}"\n')
+    run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)

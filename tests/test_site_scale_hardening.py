@@ -273,7 +273,7 @@ def test_bidirectional_overrides_in_names_are_refused(isolated, plan):
 
 @pytest.mark.parametrize("option, owned", [
     ("--time=5", "--time"), ("--tim=5", "--time"), ("--array=0-999", "--array"), ("--output=/dev/null", "--output"),
-    ("--error=x", "--error"), ("--wrap=true", "--wrap"), ("--hold", "--hold"), ("--job-name=x", "--job-name"),
+    ("--error=x", "--error"), ("--wrap=true", "--wrap"), ("--job-name=x", "--job-name"),
     ("--parsable", "--parsable"), ("--chdir=/tmp", "--chdir"), ("--partition=debug", "--partition"),
 ])
 def test_extra_sbatch_may_not_override_gpucompats_own_options(isolated, option, owned):

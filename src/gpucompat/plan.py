@@ -38,14 +38,23 @@ OWN_SBATCH = {
     "--array": "gpucompat writes itself (one array per GPU class)", "--output": "gpucompat writes itself (the job's log)",
     "--error": "gpucompat writes itself (the job's log)", "--input": "gpucompat leaves unset",
     "--job-name": "gpucompat writes itself (it names the sweep)", "--wrap": "gpucompat writes itself (the array script)",
-    "--hold": "gpucompat leaves unset (a held array never runs)", "--parsable": "gpucompat writes itself (it reads sbatch's answer)",
+    "--parsable": "gpucompat writes itself (it reads sbatch's answer)",
     "--chdir": "gpucompat writes itself (each cell runs in its own directory)", "--test-only": "gpucompat writes itself (the precheck)",
     "--time": "gpucompat sets from [timeouts] install and cell", "--time-min": "gpucompat sets from [timeouts] install and cell",
     "--gres": "gpucompat sets from the [[targets]] gres and [bench] scale", "--constraint": "gpucompat sets from the [[targets]] features",
     "--nodes": "gpucompat sets from [bench] nodes", "--ntasks-per-node": "gpucompat sets from [bench] scale",
+    # not written as such: the task count is --nodes x --ntasks-per-node (one task per GPU), which the probe's srun step uses
+    "--ntasks": "gpucompat sets as [bench] nodes x scale, one task per GPU (through --nodes and --ntasks-per-node)",
     "--partition": "the plan sets with [slurm] partition", "--account": "the plan sets with [slurm] account",
     "--qos": "the plan sets with [slurm] qos", "--reservation": "the plan sets with [slurm] reservation",
     "--mem": "the plan sets with [slurm] mem", "--cpus-per-task": "the plan sets with [slurm] cpus_per_task",
+}
+# sbatch options that hold the array or block the submission: gpucompat would wait on a sweep that never starts,
+# or on sbatch itself (--wait returns only when the array has ended). -> what it does.
+HOLDING_SBATCH = {
+    "--hold": "would hold the array until someone releases it", "--begin": "would hold the array until the time it names",
+    "--dependency": "would hold the array until other jobs end",
+    "--wait": "would make sbatch return only when the array has ended, so gpucompat would hang on submit",
 }
 BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "nodes", "profile"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env", "channels", "image", "runtime"}
@@ -81,6 +90,7 @@ _PLATFORM = re.compile(r"linux|(x86_64|aarch64)-(unknown-linux-gnu|manylinux2014
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)  # RFC 1123 label: namespaces
 # An image reference: registry[:port]/path[:tag][@digest], ASCII, no shell or YAML syntax.
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?", re.ASCII)
+_SIF_PATH = re.compile(r"[A-Za-z0-9._/:@+=,%~-]+", re.ASCII)  # a SIF file's path, as apptainer gets it on its command line
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 30 * 86400
 MAX_PLAN_BYTES = 1 << 20
 
@@ -124,7 +134,11 @@ def parse_duration(value: object, where: str) -> int:
 
 
 def _version(item: object, where: str) -> str:
-    text = str(item) if isinstance(item, (str, int, float)) and not isinstance(item, bool) else ""
+    if isinstance(item, (int, float)) and not isinstance(item, bool):
+        # TOML reads 2.10 as the number 2.1 (and 12.40 as 12.4): a version is only ever the string as written
+        lost = " (a TOML number loses its trailing zeros: 2.10 is read as 2.1)" if isinstance(item, float) else ""
+        raise UserError(f"{where}: {str(item)[:20]} is a number, not a version string; quote it: versions = [\"{str(item)[:20]}\"]{lost}.")
+    text = item if isinstance(item, str) else ""
     if CONTROL_CHARACTERS.search(text) or tables.version(text) is None:  # also None past 64 characters
         raise UserError(f"{where}: {str(item)[:40]!r} is not a version (e.g. '2.4.1' or, for cuda-runtime, '12.4').")
     return text
@@ -250,6 +264,10 @@ def _container_stack(table: dict, where: str, framework: str) -> StackSpec:
     if "://" in image and not image.startswith(("docker://", "oras://")):
         raise UserError(f"{where}: {image[:60]!r}: the image transports gpucompat runs are docker:// and oras:// "
                         "(or a .sif path, or a local image name).")
+    if not (_SIF_PATH if image_kind(image) == "sif" else _IMAGE).fullmatch(reference):
+        # what no registry or file name holds ($, backticks, quotes, ;): refused as [kubernetes] image refuses it
+        raise UserError(f"{where}: {image[:60]!r} is not a container image like 'docker://nvcr.io/nvidia/pytorch:24.08-py3' "
+                        "or a .sif path (letters, digits and ./:@_+=,%~- only; no $, backticks or quotes).")
     runtime = table.get("runtime")
     if runtime is not None and runtime not in RUNTIMES:
         raise UserError(f"{where}: unknown runtime {str(runtime)[:40]!r}; expected one of: {', '.join(RUNTIMES)}.")
@@ -333,11 +351,16 @@ def _option(section: str, key: str, kind: str, value: object):
     if kind == "sbatch_lines":
         if not isinstance(value, list) or not all(isinstance(v, str) and _SBATCH_LINE.fullmatch(v) for v in value):
             raise UserError(f"{where} must be a list of sbatch options like \"--exclusive\" or \"--gpus-per-task=1\" "
-                            "(one option each, no spaces or quotes).")
+                            "(one long option each, no spaces or quotes; short forms such as -W are not read).")
         for line in value:
             option = line.split("=", 1)[0]
-            # sbatch takes any unambiguous prefix of a long option (--tim is --time): a prefix counts too
-            owned = next((own for own in OWN_SBATCH if own == option or own.startswith(option)), None)
+            # sbatch takes any unambiguous prefix of a long option (--tim is --time): a prefix counts too, an exact name first
+            holding = option if option in HOLDING_SBATCH else next((own for own in HOLDING_SBATCH if own.startswith(option)), None)
+            if holding:
+                read_as = "" if option == holding else f" (sbatch reads it as {holding})"
+                raise UserError(f"{where} {line[:60]!r}{read_as} {HOLDING_SBATCH[holding]}; remove it: gpucompat submits "
+                                "the array and waits for it itself.")
+            owned = option if option in OWN_SBATCH else next((own for own in OWN_SBATCH if own.startswith(option)), None)
             if owned:
                 raise UserError(f"{where} {line[:60]!r} would override {owned}, which {OWN_SBATCH[owned]}; remove it.")
         return list(value)
