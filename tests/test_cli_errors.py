@@ -27,6 +27,16 @@ def one_sentence_error(proc, expected):
     (["check", "torch==2.4.1", "--python", "three"], "not a Python version"),
     (["check", "torch==2.4.1", "--wheelhouse", "/no/such/dir"], "is not a directory"),
     (["results", "--db", "not-a-url"], "is not a database URL"),
+    # names (issue 29, part 7): another vendor's GPU, a GPU or package name close to a known one
+    (["explain", "torch==2.4.1", "--gpu", "MI250X", "--driver", "550.54.15"],
+     "'MI250X' is an AMD GPU: gpucompat judges NVIDIA CUDA stacks only"),
+    (["explain", "torch==2.4.1", "--gpu", "Intel Data Center GPU Max 1550", "--driver", "550.54.15"], "is an Intel GPU"),
+    (["advise", "torch", "--gpu", "Instinct MI300X", "--driver", "550.54.15"], "is an AMD GPU"),
+    (["explain", "torch==2.4.1", "--gpu", "RTX 4909", "--driver", "550.54.15"],
+     "the knowledge holds no GPU named 'RTX 4909': did you mean GeForce RTX 4090"),
+    (["explain", "pytroch==2.4", "--gpu", "A100", "--driver", "550.54.15"], "unknown framework 'pytroch'; did you mean pytorch (torch)?"),
+    (["advise", "tensorflw", "--gpu", "A100", "--driver", "550.54.15"], "did you mean tensorflow?"),
+    (["explain", "cupy-cuda12==13.3.0", "--gpu", "A100", "--driver", "550.54.15"], "did you mean cupy-cuda12x?"),
 ])
 def test_bad_input(isolated, args, expected):
     one_sentence_error(run_cli(*args), expected)
@@ -78,3 +88,21 @@ def test_a_damaged_schema_version_is_one_sentence(isolated):
     with sqlite3.connect(isolated / "gpucompat.db") as conn:
         conn.execute("UPDATE meta SET value='x' WHERE key='schema_version'")
     one_sentence_error(run_cli("results"), "is damaged")
+
+
+def test_a_gpu_name_run_together_is_answered_and_the_reading_said(isolated):
+    """`--gpu RTX4090` through the real CLI: answered for the GeForce RTX 4090, with a note saying how it was read."""
+    import json
+
+    proc = run_cli("explain", "torch==2.4.1", "--gpu", "RTX4090", "--driver", "550.54.15", "--python", "3.11", "--json", check=0)
+    answer = json.loads(proc.stdout)
+    assert answer["target"]["cc"] == "8.9" and answer["target"]["matched"] == "GeForce RTX 4090"
+    assert "--gpu 'RTX4090' read as 'RTX 4090': GeForce RTX 4090 (CC 8.9)" in answer["notes"]
+    assert answer["verdict"] == "pass"
+
+
+def test_a_gpu_name_far_from_every_known_one_is_still_answered_uncertain(isolated):
+    import json
+
+    proc = run_cli("explain", "torch==2.4.1", "--gpu", "NVIDIA Foo 9000", "--driver", "550.54.15", "--python", "3.11", "--json", check=0)
+    assert json.loads(proc.stdout)["verdict"] == "uncertain"

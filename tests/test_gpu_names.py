@@ -187,3 +187,54 @@ def test_expand_alternatives():
     assert expand("GH200 120GB / 480GB") == ["GH200 120GB", "GH200 480GB"]
     assert expand("Quadro K620M / Quadro M500M") == ["Quadro K620M", "Quadro M500M"]
     assert "GeForce RTX 3080 Max-Q 16GB" in expand("GeForce RTX 3080 Mobile / Max-Q 8GB/16GB")
+
+
+# --- issue 29, part 7: names as people type them ------------------------------------------------------------
+
+@pytest.mark.parametrize("typed, spelled, name, cc", [
+    ("RTX4090", "RTX 4090", "GeForce RTX 4090", "8.9"),
+    ("rtx4090", "rtx 4090", "GeForce RTX 4090", "8.9"),
+    ("GeForce RTX4090", "GeForce RTX 4090", "GeForce RTX 4090", "8.9"),
+    ("GTX1080Ti", "GTX 1080 Ti", "GeForce GTX 1080 Ti", "6.1"),
+    ("Quadro RTX6000", "Quadro RTX 6000", "Quadro RTX 6000", "7.5"),
+])
+def test_a_name_run_together_is_read_once_spaced(typed, spelled, name, cc):
+    assert gpus.lookup(typed) is None  # the strict lookup is unchanged: the spacing is a reading, said by the caller
+    found, row = gpus.respelled(typed)
+    assert (found, row["name"], row["cc"]) == (spelled, name, cc)
+
+
+def test_one_letter_stays_joined_to_its_digits():
+    assert gpus.respelled("A100") is None and gpus.respelled("L40S") is None  # names as they are; never 'A 100'
+    assert gpus.respelled("Foo9000") is None
+
+
+@pytest.mark.parametrize("typed, first", [
+    ("RTX 4909", "GeForce RTX 4090"),  # a typo within a small edit distance
+    ("GTX 108O", "GeForce GTX 1080"),
+    ("RTX6000", "NVIDIA RTX 6000 Ada"),  # a name that several hold: each is offered
+])
+def test_a_name_close_to_known_ones_gets_suggestions(typed, first):
+    assert gpus.lookup(typed) is None and gpus.respelled(typed) is None
+    assert gpus.suggestions(typed)[0] == first
+
+
+def test_a_name_far_from_every_known_one_gets_no_suggestion():
+    assert gpus.suggestions("NVIDIA Foo 9000") == [] and gpus.suggestions("") == []
+
+
+@pytest.mark.parametrize("name, vendor", [
+    ("MI250X", "AMD"), ("AMD Instinct MI300X", "AMD"), ("Instinct MI210", "AMD"), ("Radeon RX 7900 XTX", "AMD"),
+    ("AMD Radeon PRO W7900", "AMD"), ("Intel Data Center GPU Max 1550", "Intel"), ("Max 1550", "Intel"),
+    ("Data Center GPU Flex 170", "Intel"), ("Intel Arc A770", "Intel"), ("Arc B580", "Intel"), ("Gaudi 2", "Intel"),
+    ("HL-225 Gaudi2", "Intel"), ("Apple M2 Max", "Apple"),
+])
+def test_other_vendors_gpus_are_named(name, vendor):
+    assert gpus.other_vendor(name) == vendor
+
+
+def test_no_nvidia_name_the_tables_hold_is_taken_for_another_vendors():
+    names = [r["name"] for table in ("gpus.csv", "pci_gpus.csv") for r in csv.DictReader((DATA / table).open(encoding="utf-8"))]
+    assert len(names) > 700
+    assert [n for n in names if gpus.other_vendor(n)] == []
+    assert gpus.other_vendor("NVIDIA GeForce RTX 2080 with Max-Q Design") is None

@@ -9,6 +9,7 @@ unless the user wrote a CPU one (`jax[cpu]`, `tensorflow-cpu`); the note says wh
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -85,15 +86,40 @@ def framework_name(text: str) -> tuple[str, str | None, list[str]]:
     if name in ALIASES:
         framework, variant, note = ALIASES[name]
         return framework, variant, [note]
+    shown = text if len(text) <= 60 else text[:60] + "..."
     if name.startswith("cupy-cuda"):
-        return "cupy", name[len("cupy-"):], []
+        variant = name[len("cupy-"):]
+        known = sorted({r["variant"] for r in tables.table("cupy_packages")})
+        if variant not in known and not _CUPY_PACKAGE.fullmatch(variant):  # cupy-cuda12: not a package; cupy-cuda14x may be new
+            close = difflib.get_close_matches(variant, known, n=1, cutoff=0.8)
+            raise UserError(f"{shown!r} is not a CuPy package on PyPI" + (f"; did you mean cupy-{close[0]}?" if close else
+                            " (they are named cupy-cuda12x, cupy-cuda13x, or cupy-cuda102 for CUDA 10.2 and older)."))
+        return "cupy", variant, []
     if plugin := _JAX_PLUGIN.fullmatch(name):
         return "jax", plugin.group(1), [f"{name} (JAX's CUDA plugin) read as jax[{plugin.group(1)}]"]
     if _CUDA_RUNTIME_WHEEL.fullmatch(name):
         return "cuda-runtime", None, [f"{name} (the CUDA runtime's wheel) read as cuda-runtime"]
-    shown = text if len(text) <= 60 else text[:60] + "..."
+    if meant := _meant(name):
+        raise UserError(f"unknown framework {shown!r}; did you mean {meant}?")
     raise UserError(f"unknown framework {shown!r}; expected one of: {', '.join(FRAMEWORKS)} (or pytorch, tf, tensorflow-gpu, "
                     "jaxlib, cupy-cuda12x, nvidia-cuda-runtime-cu12).")
+
+
+# Names a package is written as, for "did you mean": each framework, its aliases, and the package names it reads.
+_SPELLINGS = {**{f: f for f in FRAMEWORKS}, **{a: framework for a, (framework, _v, _n) in ALIASES.items()},
+              "cupy-cuda12x": "cupy-cuda12x", "cupy-cuda13x": "cupy-cuda13x", "cupy-cuda11x": "cupy-cuda11x",
+              "jax-cuda12-plugin": "jax-cuda12-plugin", "jax-cuda13-plugin": "jax-cuda13-plugin",
+              "nvidia-cuda-runtime-cu12": "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13": "nvidia-cuda-runtime-cu13"}
+_CUPY_PACKAGE = re.compile(r"cuda[0-9]{2}x", re.ASCII)
+
+
+def _meant(name: str) -> str | None:
+    """The framework a misspelt name most likely means, within a small edit distance ('pytroch' -> torch)."""
+    close = difflib.get_close_matches(name, list(_SPELLINGS), n=1, cutoff=0.75)
+    if not close:
+        return None
+    framework = _SPELLINGS[close[0]]
+    return framework if close[0] == framework else f"{close[0]} ({framework})"
 
 
 @lru_cache(maxsize=None)

@@ -168,3 +168,74 @@ def lookup(name: str) -> dict | None:
         return {"name": row["name"], "cc": row["cc"], "architecture": row["architecture"], "chip": row["chip"],
                 "source": row["source"], "confidence": "medium", "matched": "pci_gpus.csv"}
     return None
+
+
+# -- names people type: spacing, typos, other vendors' GPUs -------------------------------------
+
+# 'RTX4090' -> 'RTX 4090', '4090Ti' -> '4090 Ti': a word of two or more letters run into digits, or digits into
+# two or more letters. One letter stays joined ('A100', 'H100', 'L40S', 'RTX 6000D' are names as they are).
+_LETTERS_THEN_DIGITS = re.compile(r"(?<=[A-Za-z]{2})(?=[0-9])", re.ASCII)
+_DIGITS_THEN_LETTERS = re.compile(r"(?<=[0-9])(?=[A-Za-z]{2})", re.ASCII)
+
+
+def respelled(name: str) -> tuple[str, dict] | None:
+    """(the name as read, its row) for a name that matches only once its words are spaced ('RTX4090' ->
+    'RTX 4090'); None where no spacing matches, or where two spacings match GPUs of different compute capability."""
+    spaced = {_LETTERS_THEN_DIGITS.sub(" ", name), _DIGITS_THEN_LETTERS.sub(" ", name),
+              _DIGITS_THEN_LETTERS.sub(" ", _LETTERS_THEN_DIGITS.sub(" ", name))} - {name}
+    found = [(text, row) for text in sorted(spaced, key=len) if (row := lookup(text)) is not None]
+    if not found or len({row["cc"] for _, row in found}) > 1:
+        return None
+    return found[0]
+
+
+def _plain(name: str) -> str:
+    """A name compared for closeness: its key without vendor words ('NVIDIA GeForce RTX 4090' -> 'rtx 4090')."""
+    return " ".join(w for w in key(_QUALIFIER.sub("", name)).split() if w not in _VENDOR_WORDS)
+
+
+@cache
+def _known_names() -> dict[str, str]:
+    """Every name the tables hold, as compared (_plain) -> as shown; the curated table's spelling first."""
+    names: dict[str, str] = {}
+    for row, _words in _curated():
+        names.setdefault(_plain(row["name"]), _QUALIFIER.sub("", row["name"]).strip())
+    path = DATA / "pci_gpus.csv"
+    if path.exists():
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                names.setdefault(_plain(row["name"]), row["name"])
+    names.pop("", None)
+    return names
+
+
+def suggestions(name: str, n: int = 3) -> list[str]:
+    """The GPU names the tables hold that are closest to a name they do not, best first: those that hold its words
+    as they are ('RTX 6000' -> 'Quadro RTX 6000', 'RTX 6000 Ada Generation'), then those within a small edit
+    distance (difflib's ratio >= 0.8: 'RTX 4909' -> 'GeForce RTX 4090')."""
+    import difflib
+
+    known = _known_names()
+    typed = _plain(_DIGITS_THEN_LETTERS.sub(" ", _LETTERS_THEN_DIGITS.sub(" ", name)))
+    if not typed or typed in known:  # a name the tables hold that names chips of different CC: no typo to correct
+        return []
+    holding = sorted((k for k in known if f" {typed} " in f" {k} "), key=len)
+    close = difflib.get_close_matches(typed, list(known), n=n, cutoff=0.8)
+    return [known[k] for k in dict.fromkeys(holding + close)][:n]
+
+
+# Names of GPUs that are not NVIDIA's, as their vendors and drivers (rocm-smi, xpu-smi, hl-smi) write them.
+# None of these words is in an NVIDIA product name (tests/test_gpu_names.py checks every name the tables hold).
+_OTHER_VENDORS = (
+    ("AMD", re.compile(r"\b(amd|ati|radeon|instinct|firepro|mi[0-9]{2,3}[a-z]?|rx ?[0-9]{3,4}[a-z]*|vega|navi)\b", re.ASCII)),
+    ("Intel", re.compile(r"\b(intel|arc|gaudi[0-9]*|ponte vecchio|iris|(data center gpu )?(max|flex) [0-9]{3,4}[a-z]*|xe|uhd graphics)\b",
+                         re.ASCII)),
+    ("Apple", re.compile(r"\bapple\b", re.ASCII)),
+)
+
+
+def other_vendor(name: str) -> str | None:
+    """'AMD', 'Intel' or 'Apple' for a name of another vendor's GPU ('MI250X', 'Instinct MI300X', 'Max 1550',
+    'Arc A770', 'Gaudi 2'); None for any other name."""
+    text = " ".join(_SEPARATORS.split(_NOISE.sub(" ", name.lower()))).strip()
+    return next((vendor for vendor, words in _OTHER_VENDORS if words.search(text)), None)
