@@ -256,3 +256,28 @@ def test_a_container_image_with_shell_syntax_is_refused(isolated, image):
 def test_real_images_still_pass(isolated, image):
     plan = write(isolated / "plan.toml", f'[[stacks]]\nframework = "torch"\nenv = "container"\nimage = "{image}"\n')
     run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)
+
+
+# -- 5. --dry-run --out DIR --force never writes through a link out of DIR -------------------------------------------
+
+def test_force_never_follows_a_link_out_of_out(isolated):
+    outside = isolated / "outside"
+    outside.mkdir()
+    victim, victim_dir, shared = outside / "precious.txt", outside / "folder", outside / "shared.bin"
+    victim.write_text("keep me\n")
+    victim_dir.mkdir()
+    (victim_dir / "note").write_text("keep me too\n")
+    shared.write_bytes(b"hard-linked\n")
+    out = isolated / "out"
+    out.mkdir()
+    (out / "array-0.sh").symlink_to(victim)  # the file the Slurm dry run writes first
+    (out / "cell-1").symlink_to(victim_dir, target_is_directory=True)  # a cell's folder
+    os.link(shared, out / "probe.pyz")  # the same file under two names
+    before = tree(outside)
+    plan = write(isolated / "plan.toml", SLURM.format(option="--exclusive"))
+    proc = run_cli("sweep", str(plan), "--dry-run", "--out", str(out), "--force", check=0)
+    assert "Traceback" not in proc.stderr
+    assert tree(outside) == before and sorted(p.name for p in victim_dir.iterdir()) == ["note"]
+    assert not (out / "array-0.sh").is_symlink() and (out / "array-0.sh").read_text().startswith("#!/bin/bash\n#SBATCH")
+    assert not (out / "cell-1").is_symlink() and (out / "cell-1" / "run.sh").is_file()
+    assert os.stat(out / "probe.pyz").st_ino != os.stat(shared).st_ino

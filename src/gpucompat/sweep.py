@@ -375,6 +375,8 @@ def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, pro
     """Everything a real run would submit, written under `out` (new or empty, unless `force`); nothing is submitted
     or stored. Returns the files this run wrote, never others that were there."""
     check_empty_out(out, force)
+    if force:
+        unlink_links(out)
     before = _stamps(out)
     store = Store("sqlite://")  # in memory: a dry run leaves no sweep behind
     sweep_id = start(store, spec, plan_text, None, options, progress)
@@ -386,6 +388,29 @@ def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, pro
         raise UserError(f"dry run: no stack of the plan resolved, so there is nothing to submit; the first: {why}")
     prepare_jobs(executor, runnable, out.resolve())
     return sorted(path for path, stamp in _stamps(out).items() if before.get(path) != stamp)
+
+
+def unlink_links(folder: Path) -> None:
+    """Before a --force dry run writes into `folder`: nothing it writes may land outside it. A symbolic link under it
+    (to a file or a folder) is removed, never written through; a file with another name elsewhere (a hard link) is
+    replaced by a copy of itself, so writing over it changes only the copy."""
+    import shutil
+
+    for root, dirs, names in os.walk(folder):  # os.walk does not enter linked folders; they are listed in dirs
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            try:
+                info = os.stat(path, follow_symlinks=False)
+                if os.path.islink(path):
+                    os.unlink(path)
+                elif name in names and info.st_nlink > 1 and os.path.isfile(path):
+                    copy = os.path.join(root, f".{name}.{os.getpid()}.copy")
+                    shutil.copy2(path, copy, follow_symlinks=False)
+                    os.replace(copy, path)
+            except OSError as exc:
+                raise UserError(f"--out {str(folder)[:200]!r}: cannot replace the link {path[:200]!r} before writing over it "
+                                f"({exc.strerror or exc.__class__.__name__}); remove it, or choose a new directory.") from None
+        dirs[:] = [d for d in dirs if os.path.isdir(os.path.join(root, d))]  # the links among them are gone
 
 
 def _stamps(folder: Path) -> dict[Path, tuple[int, int]]:
