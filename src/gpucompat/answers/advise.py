@@ -8,7 +8,7 @@ import json
 from packaging.version import InvalidVersion, Version
 
 from ..knowledge import tables
-from ..knowledge.rules import PASS, predict_stack
+from ..knowledge.rules import FAIL, PASS, Reason, driver_drives_rule, driving_branch, predict_stack
 from .asked import Asked, read_advice
 
 
@@ -104,7 +104,12 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
     """Observed passes that this target can also run (same compute capability; the asked driver and
     Python judged by the rules), then predicted passes; `left_out` says why every other candidate is not advised."""
     framework, where, python = asked.framework, asked.target, asked.python
-    driver = where["driver"]
+    driver, name = where["driver"], where.get("matched") or where.get("gpu")
+    drives = driver_drives_rule(where["cc"], name, driver)
+    if drives is not None and drives.verdict == FAIL:  # no stack can use a GPU its driver does not drive: advise none
+        return {"framework": framework, "notes": [*asked.notes, undriven_sentence(framework, where, drives)], "target": asked.target_view(),
+                "observed": [], "predicted": [], "left_out": [], "undriven": drives.text,
+                "note": "the driver does not drive this GPU, so no stack can use it"}
     observed, left_out, seen = [], [], set()
     for row in sorted(observed_rows, key=lambda r: _key(r["version"]), reverse=True):
         if row["framework"] != framework or row["code"] != "PASS" or row["cc"] != where["cc"] or (row["version"], row["variant"]) in seen:
@@ -112,7 +117,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
         seen.add((row["version"], row["variant"]))
         # it passed on this GPU class; whether it runs with this driver and Python the rules judge, with the CUDA it really had
         check = predict_stack(framework, _release(framework, row["version"], row["variant"]), row["variant"], where["cc"], driver, python,
-                              row.get("cuda_runtime") or None)
+                              row.get("cuda_runtime") or None, gpu=name)
         if check.verdict == "fail":
             left_out.append({"source": "observed", "version": row["version"], "variant": row["variant"], "why": _why_not(check)})
             continue
@@ -136,7 +141,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
         if any(v == release or v.startswith(release + ".") and version.endswith(".*") for v, var in refuted if var == variant):
             left_out.append({"source": "observed", "version": version, "variant": variant, "why": "a stored sweep saw it fail on this GPU class"})
             continue
-        p = predict_stack(framework, _release(framework, version, variant), variant, where["cc"], driver, python)
+        p = predict_stack(framework, _release(framework, version, variant), variant, where["cc"], driver, python, gpu=name)
         if p.verdict != PASS:
             left_out.append({"source": "predicted", "version": version, "variant": variant, "why": _why_not(p)})
             continue
@@ -149,3 +154,12 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
             "observed": observed[:limit], "predicted": predicted,
             "left_out": left_out,
             "note": "observed: a stored sweep ran it on this GPU class; predicted: the knowledge rules expect it to work, not run"}
+
+
+def undriven_sentence(framework: str, where: dict, drives: Reason) -> str:
+    """advise's one sentence for a GPU its driver does not drive, with the command that lists what a driving branch runs."""
+    branch, on, head = driving_branch(where["cc"], where.get("matched") or where.get("gpu"), where["driver"])
+    name = where.get("matched") or where.get("gpu")
+    gpu = f"--gpu '{name}'" if name else f"--cc {where['cc']}"
+    then = f"; `gpucompat advise {framework} {gpu} --driver {on}` lists what R{branch} runs" if on else ""
+    return f"{drives.text}, so no {framework} stack can use it ({head}){then}"

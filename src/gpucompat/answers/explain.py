@@ -4,6 +4,7 @@ with how the question was read and, after a no or an uncertain, the nearest yes.
 from __future__ import annotations
 
 from ..knowledge.rules import FAIL, PASS, predict_stack
+from . import conditions
 from .asked import Asked, check_python
 from .asked import read as read_question
 from .nearest import nearest_yes, release_of
@@ -14,16 +15,17 @@ from .target import target
 __all__ = ["answer", "ask", "explain", "judge", "check_python", "target"]
 
 
-def judge(question: Question, cc: str | None, driver: str | None, python: str | None) -> tuple[str, list[str], object]:
+def judge(question: Question, cc: str | None, driver: str | None, python: str | None, gpu: str | None = None) -> tuple[str, list[str], object]:
     """(the variant judged, notes, the prediction): a question without a build means the first GPU build that passes here;
     where none passes with this Python, the first that this GPU and driver would run (so the answer is the Python, never
     a driver the build the Python rules out would need); else the first the release has."""
     if question.variant is not None:
-        return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, python)
+        return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, python, gpu=gpu)
     choices = gpu_variants(question.framework, question.version)
 
     def predicted(variant: str, with_python: str | None):
-        return predict_stack(question.framework, release_of(question.framework, question.version, variant), variant, cc, driver, with_python)
+        return predict_stack(question.framework, release_of(question.framework, question.version, variant), variant, cc, driver, with_python,
+                             gpu=gpu)
 
     judged = [(v, predicted(v, python)) for v in choices]
     here = next((v for v in choices if predicted(v, None).verdict == PASS), None) if python else None  # the build read without a Python
@@ -51,7 +53,7 @@ def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | N
 def answer_stack(asked: Asked, observed_rows: list[dict], nearest: bool = True) -> dict:
     """The stack form's answer: the rules' verdict, decided by the store's observation of it where there is one."""
     question, found, python = asked.stack, asked.target, asked.python
-    variant, assumed, prediction = judge(question, found["cc"], found["driver"], python)
+    variant, assumed, prediction = judge(question, found["cc"], found["driver"], python, found.get("matched") or found.get("gpu"))
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
     notes = list(asked.notes)
     notes[len(question.notes):len(question.notes)] = assumed  # the build assumed right after how the stack was read
@@ -62,8 +64,12 @@ def answer_stack(asked: Asked, observed_rows: list[dict], nearest: bool = True) 
                     found.get("matched") or found.get("gpu"), found["cc"], found["driver"],
                     build_named=question.variant is not None)
     decide(result, seen)
+    if result["source"] == "rule":  # a build that needs the system's CUDA is a conditional yes (an observation saw it run)
+        conditions.apply(result, judged.framework, judged.version, variant)
     result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, python)
-                         if nearest and result["verdict"] in (FAIL, "uncertain") else [])
+                         if nearest and result["verdict"] in (FAIL, "uncertain", conditions.CONDITIONAL) else [])
+    if result["verdict"] == conditions.CONDITIONAL:  # beside a conditional yes, only what brings its own libraries
+        result["nearest"] = [n for n in result["nearest"] if n.get("verdict") == PASS]
     return result
 
 
@@ -90,7 +96,7 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
     if variant is None:  # the GPU build that passes on the most classes (the first the release has, where none does)
         choices = gpu_variants(question.framework, question.version)
         passes = {v: sum(predict_stack(question.framework, release_of(question.framework, question.version, v), v,
-                                       t.cc, t.driver or driver, python).verdict == PASS for t in targets) for v in choices}
+                                       t.cc, t.driver or driver, python, gpu=t.name).verdict == PASS for t in targets) for v in choices}
         variant = max(choices, key=lambda v: (passes[v], -choices.index(v)))
         notes.insert(len(question.notes), assumed_note(question, variant))
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from ..knowledge import tables
-from ..knowledge.rules import PASS, Prediction, predict_stack
+from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack
 from .questions import gpu_variants, known_releases, spec_text
 
 MINOR_COMPAT = "minor-version compatibility"
@@ -62,12 +62,11 @@ def _item(kind: str, label: str, framework: str, version: str, variant: str, pre
 
 def driver_candidates() -> list[str]:
     """Every driver number the knowledge names as a minimum, oldest first."""
-    found = {r[c] for r in tables.table("cuda_drivers") for c in ("toolkit_driver_min", "compat_driver_min") if r[c]}
-    found |= {r["min_driver"] for r in tables.table("jax_builds") if r["min_driver"]}
-    return sorted(found, key=Version)
+    return tables.named_drivers()
 
 
-def oldest_driver(framework: str, release: str, variant: str, cc: str | None, driver: str, python: str | None) -> dict | None:
+def oldest_driver(framework: str, release: str, variant: str, cc: str | None, driver: str, python: str | None,
+                  gpu: str | None = None) -> dict | None:
     """The oldest driver newer than `driver` under which the stack is predicted to pass, and the oldest that runs it
     without CUDA minor-version compatibility (None: no driver makes it pass, as far as the knowledge says)."""
     have = tables.version(driver)
@@ -75,7 +74,7 @@ def oldest_driver(framework: str, release: str, variant: str, cc: str | None, dr
     for candidate in driver_candidates():
         if have is not None and Version(candidate) <= have:
             continue
-        p = predict_stack(framework, release, variant, cc, candidate, python)
+        p = predict_stack(framework, release, variant, cc, candidate, python, gpu=gpu)
         if p.verdict != PASS:
             continue
         first = first or (candidate, p)
@@ -93,10 +92,13 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
     from .advise import advise_for
     from .asked import Asked
 
-    cc, driver = where["cc"], where["driver"]
+    cc, driver, gpu = where["cc"], where["driver"], where.get("matched") or where.get("gpu")
+    drives = driver_drives_rule(cc, gpu, driver)
+    if drives is not None and drives.verdict == FAIL:  # nothing runs on a GPU its driver does not drive: name the drivers that do
+        return undriven(framework, version, variant, where, python)
     found = []
     for other in other_variants(framework, version, variant):
-        p = predict_stack(framework, release_of(framework, version, other), other, cc, driver, python)
+        p = predict_stack(framework, release_of(framework, version, other), other, cc, driver, python, gpu=gpu)
         if p.verdict == PASS:
             found.append(_item("variant", "another variant", framework, version, other, p))
             break
@@ -106,7 +108,43 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
             exact = _exact(framework, best[0]["version"], best[0]["variant"])
             p = predict_stack(framework, release_of(framework, exact, best[0]["variant"]), best[0]["variant"], cc, driver, python)
             found.append(_item("newest", "newest that works", framework, exact, best[0]["variant"], p))
-    newer = oldest_driver(framework, release_of(framework, version, variant), variant, cc, driver, python)
+    newer = oldest_driver(framework, release_of(framework, version, variant), variant, cc, driver, python, gpu)
     if newer:
         found.append({**newer, "spec": spec_text(framework, version, variant)})
     return found
+
+
+# -- a GPU the driver does not drive -------------------------------------------------------------
+
+def newest_on(framework: str, cc: str | None, gpu: str | None, driver: str, python: str | None) -> tuple[str, str, Prediction] | None:
+    """(version, variant, prediction) of the newest stack advise's candidates hold that passes on this GPU and driver."""
+    from .advise import _candidates, _release
+
+    for version, variant in _candidates(framework):
+        if predict_stack(framework, _release(framework, version, variant), variant, cc, driver, python, gpu=gpu).verdict == PASS:
+            exact = _exact(framework, version, variant)
+            return exact, variant, predict_stack(framework, release_of(framework, exact, variant), variant, cc, driver, python, gpu=gpu)
+    return None
+
+
+def undriven(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
+    """The nearest yes where the driver does not drive the GPU: never a stack on this driver, but the branches that
+    drive it and, on the nearest of them, the asked stack (where it runs there) and the newest stack that runs."""
+    cc, gpu = where["cc"], where.get("matched") or where.get("gpu")
+    branch, on, head = driving_branch(cc, gpu, where["driver"])
+    label = "another driver"
+    if on is None:
+        return [{"kind": "branch", "label": label, "text": f"{head}; the knowledge names no R{branch} release to judge stacks on",
+                 "driver": None, "branch": branch, "spec": None, "warnings": [], "install": None}]
+    items = []
+    asked = predict_stack(framework, release_of(framework, version, variant), variant, cc, on, python, gpu=gpu)
+    if asked.verdict == PASS:
+        item = _item("branch", label, framework, version, variant, asked)
+        items.append({**item, "driver": on, "branch": branch, "text": f"{head}; on R{branch} ({on}) {item['spec']} runs"})
+    newest = newest_on(framework, cc, gpu, on, python)
+    if newest is not None and not (newest[0] == version and newest[1] == variant):
+        item = _item("branch", label, framework, newest[0], newest[1], newest[2])
+        items.append({**item, "driver": on, "branch": branch,
+                      "text": f"{head}; on R{branch} ({on}) the newest {framework} that runs is {item['spec']}"})
+    return items or [{"kind": "branch", "label": label, "driver": on, "branch": branch, "spec": None, "warnings": [], "install": None,
+                      "text": f"{head}; on R{branch} ({on}) no {framework} release the knowledge holds is predicted to run"}]

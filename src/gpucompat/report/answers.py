@@ -16,7 +16,7 @@ from rich.text import Text
 
 from .terminal import CODE_STYLE, Col, FitTable, Step
 
-VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
+VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow", "conditional": "blue"}  # conditional: never green
 
 
 class WholeLine:
@@ -119,6 +119,10 @@ def nearest_view(items: list[dict], where: str) -> list:
         grid = Table.grid(padding=(0, 1))
         grid.add_column(no_wrap=True, min_width=17)
         grid.add_column(overflow="fold")
+        if item["kind"] == "branch":  # the GPU is not driven: a driver that drives it, and what runs there
+            grid.add_row(Text(item["label"], style="cyan"), Text(f"{item['text']}; an administrator's change"))
+            out += [Padding(grid, (0, 0, 0, 2))] + ([WholeLine(item["install"]["pip"])] if item.get("install") else [])
+            continue
         if item["kind"] == "driver":
             clean = f"; {item['clean_driver']} or newer runs it without" if item.get("clean_driver") else ""
             how = " (under CUDA minor-version compatibility" + clean + ")" if any("minor-version" in w for w in item["warnings"]) else ""
@@ -145,6 +149,10 @@ def explain_view(result: dict, full_sources: bool = False) -> list:
         if result.get("disagreement"):
             out.append(Padding(Text(f"surprise: {result['disagreement']}", style="yellow"), (0, 0, 0, 2)))
         out.append(Text("The rules' prediction:"))
+    if result.get("needs"):  # a conditional yes: what the system must have, before the checks
+        needs = result["needs"]
+        out.append(Padding(Text.assemble(("needs: ", "blue"), f"{needs['text']}; {needs['why']}; without them it runs on the CPU",
+                                         (sources.ref(needs["source"]), "dim")), (0, 0, 0, 2)))
     out.append(checks_view(result["reasons"], result["warnings"], sources))
     if result["verdict"] != "pass":
         out += nearest_view(result.get("nearest", []), f"{gpu_text(t)}, driver {t['driver']}")
