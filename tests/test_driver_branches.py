@@ -166,3 +166,11 @@ def test_the_issues_examples_through_the_real_cli(args, code):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert (result["verdict"], result["code"]) == ("fail", code)
+
+
+def test_advise_through_the_real_cli_prints_the_sentence_and_no_empty_table():
+    proc = run_cli("advise", "torch", "--gpu", "K80", "--driver", "550", "--python", "3.11")
+    assert proc.returncode == 0, proc.stderr
+    assert "no torch stack can use it" in proc.stdout and "--driver 470.42.01" in proc.stdout and "┏" not in proc.stdout
+    data = json.loads(run_cli("advise", "torch", "--gpu", "K80", "--driver", "550", "--python", "3.11", "--json", check=0).stdout)
+    assert data["predicted"] == [] and "R470 is the last branch for Kepler" in data["undriven"]

@@ -288,6 +288,8 @@ class AdviseTable:
         ])
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.items and self.result.get("undriven"):  # no stack can use the GPU: the note says why, and what to ask
+            return
         width = options.max_width
         whole = self._table([Text(i["install"] or "(the interpreter it ran in)") for i in self.items], "fixed")
         if whole.need(whole.columns, width) <= width:
