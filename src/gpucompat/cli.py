@@ -135,11 +135,11 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         parts += [f"{len(verdicts.untested)} could not be tested"] if verdicts.untested else []
         parts += [f"{len(verdicts.pending)} pending"] if verdicts.pending else []
         retry = f" (`gpucompat sweep --resume {sweep_id}` runs the {waiting} again)" if waiting else ""
+        if not per_cell and not grouped and shown:
+            out.print(f"grouped by framework, version and CC: `gpucompat results --sweep {sweep_id} --cells` lists each cell with its GPU, driver and Python")
         out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {', '.join(parts)}{retry}; database {escape(store.shown)}")
         if grouped:
             out.print(f"grouped past {CLOSING_CELLS} cells: `gpucompat results --sweep {sweep_id} --cells` lists each of the {shown}")
-        elif not per_cell and shown:
-            out.print(f"grouped by framework, version and CC: `gpucompat results --sweep {sweep_id} --cells` lists each cell with its GPU, driver and Python")
         for cause, gpus in troubled_gpus(verdicts.untested).items():
             what = "busy (other processes held them)" if cause == "gpu-busy" else "faulty (drain and check them)"
             out.print(f"GPUs {what}: {escape('; '.join(gpus))}")
