@@ -174,3 +174,19 @@ def test_advise_through_the_real_cli_prints_the_sentence_and_no_empty_table():
     assert "no torch stack can use it" in proc.stdout and "--driver 470.42.01" in proc.stdout and "┏" not in proc.stdout
     data = json.loads(run_cli("advise", "torch", "--gpu", "K80", "--driver", "550", "--python", "3.11", "--json", check=0).stdout)
     assert data["predicted"] == [] and "R470 is the last branch for Kepler" in data["undriven"]
+
+
+def test_doctor_says_when_the_driver_does_not_drive_a_gpu_it_lists(monkeypatch):
+    # this machine has no GPU: discovery stands in with what NVML would list (a K80 beside an R550 driver)
+    from gpucompat import doctor
+    from gpucompat.discover.local import Gpu
+
+    k80 = Gpu(0, "GPU-aaaa", "Tesla K80", "3.7", 11441, "550.54.14", "12.4")
+    monkeypatch.setattr(doctor.local, "all_gpus", lambda: ([k80], "nvml"))
+    monkeypatch.setattr(doctor, "gpu_state_now", lambda: None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    summary = doctor.doctor()["summary"]
+    assert "driver 550.54.14 (R550) does not drive Kepler GPUs such as Tesla K80: R470 is the last branch for Kepler" in summary
+    monkeypatch.setattr(doctor.local, "all_gpus", lambda: ([], "nvml"))
+    monkeypatch.setattr(doctor, "_proc_driver", lambda: "595.45.04")
+    assert "a driver ignores a GPU its branch does not drive" in doctor.doctor()["summary"]
