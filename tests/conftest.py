@@ -1,11 +1,15 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Tests assert on the packaged knowledge tables: what `gpucompat knowledge update` learned on this machine
+# (the overlay beside the store) must not change them. A test that wants an overlay names its own.
+os.environ["GPUCOMPAT_KNOWLEDGE"] = str(Path(tempfile.gettempdir()) / f"gpucompat-tests-no-overlay-{os.getpid()}")
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):

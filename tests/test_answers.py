@@ -106,8 +106,11 @@ def test_a_stack_no_driver_can_save_has_no_driver_line_and_a_release_the_tables_
     arch = explain("torch==2.4.1", "NVIDIA GeForce RTX 5090", None, "570.86.10")
     assert arch["code"] == "ARCH_UNSUPPORTED" and "driver" not in [n["kind"] for n in arch["nearest"]]
     assert next(n for n in arch["nearest"] if n["kind"] == "newest")["variant"].startswith("cu12")  # a build with sm_120
-    unknown = explain("torch==99", None, "9.0", "580.65.06")
+    unknown = explain("torch==2.15.0", None, "9.0", "580.65.06")  # on PyPI, newer than the packaged build tables
     assert unknown["verdict"] == "uncertain" and [n["kind"] for n in unknown["nearest"]] == ["newest"]
+    assert any("gpucompat knowledge update" in note for note in unknown["notes"])
+    with pytest.raises(UserError, match="torch 99: no such release .* go up to 2.15.0"):  # not on the index at all
+        explain("torch==99", None, "9.0", "580.65.06")
 
 
 # -- 2. questions as people type them --------------------------------------------------------------
@@ -548,7 +551,7 @@ def test_explain_fits_100_columns_with_short_references_and_full_sources_on_requ
     assert all(r["source"] for r in data["reasons"]) and "minor-version-compatibility.html" in json.dumps(data)
 
 
-@pytest.mark.parametrize("spec, code", [("torch==2.4.1", 0), ("torch==2.11.0", 1), ("torch==99", 3)])
+@pytest.mark.parametrize("spec, code", [("torch==2.4.1", 0), ("torch==2.11.0", 1), ("torch==2.15.0", 3)])
 def test_exit_code_says_pass_fail_or_uncertain(spec, code):
     proc = run_cli("explain", spec, "--cc", "9.0", "--driver", "535.104.05", "--exit-code")
     assert proc.returncode == code and not proc.stderr

@@ -12,15 +12,16 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from packaging.version import Version
 
 DATA = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "knowledge" / "data"
-PIN = re.compile(r"^(nvidia-[a-z0-9-]+|cuda-toolkit)==([0-9][0-9.]*)$")  # CUDA 13 wheels: cuda-toolkit, unsuffixed nvidia-*
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+from gpucompat.learn import torch_pins  # noqa: E402  (nvidia-* and cuda-toolkit pins marked `# via torch`)
 
 
 def newest_patches() -> dict[str, tuple[str, str]]:
@@ -44,13 +45,7 @@ def pins(release: str, python: str) -> list[tuple[str, str]]:
         request.write_text(f"torch=={release}\n")
         proc = subprocess.run(["uv", "pip", "compile", str(request), "--python-version", python, "--python-platform",
                                "x86_64-manylinux_2_28", "--no-header"], capture_output=True, text=True, timeout=300, check=True)
-    found, current = [], None
-    for line in proc.stdout.splitlines():
-        if not line.startswith(" "):
-            current = PIN.match(line.strip())
-        elif current and re.search(r"#\s+(via\s+)?torch$", line.strip()):  # torch's own requirement, not a library's
-            found.append((current.group(1), current.group(2)))
-    return found
+    return torch_pins(proc.stdout)  # the same reading `gpucompat knowledge update` uses for releases newer than this table
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ import typer
 
 from .cli_console import LazyConsole, escape, out_width
 from .cli_envs import register as register_envs
+from .cli_knowledge import register as register_knowledge
 from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
 from .errors import UserError
 
@@ -58,6 +59,7 @@ def guarded(command):
 
 register(app, guarded)  # export --bundle, import (cli_share.py)
 register_envs(app, guarded, out)  # envs, envs prune (cli_envs.py)
+register_knowledge(app, guarded, out, err)  # knowledge update (cli_knowledge.py)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from functools import lru_cache
 from packaging.version import Version
 
 from ..errors import UserError
-from ..knowledge import tables
+from ..knowledge import releases, tables
 from ..model import FRAMEWORKS
 from ..quoting import CONTROL_CHARACTERS
 
@@ -205,6 +205,9 @@ def read(words: list[str] | str, exact: bool = False) -> Question:
         variant = "default"
     if framework == "cuda-runtime":
         variant = "default"
+    if not exact and framework != "cuda-runtime":  # a release the index lacks, or one newer than the tables describe
+        newer = releases.check(framework, variant, version, judgeable(framework, tables.version(version)))
+        version_notes += [newer] if newer else []
     return Question(text, framework, version, variant, notes + version_notes)
 
 

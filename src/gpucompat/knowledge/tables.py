@@ -11,15 +11,16 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from . import gpus
+from . import gpus, overlay
 
 DATA = Path(__file__).with_name("data")
 
 
 @lru_cache(maxsize=None)
 def table(name: str) -> tuple[dict, ...]:
+    """The packaged rows, after the rows `gpucompat knowledge update` learned (overlay.py), if any."""
     with (DATA / f"{name}.csv").open(newline="", encoding="utf-8") as handle:
-        return tuple(csv.DictReader(handle))
+        return overlay.rows(name) + tuple(csv.DictReader(handle))
 
 
 MAX_VERSION_CHARS = 64  # no real version is longer; int() refuses numbers of thousands of digits

@@ -1,0 +1,97 @@
+"""The command line's `knowledge update`: learn the releases an index has past the packaged tables (learn.py),
+show what was learned, and optionally write a sweep plan of them (cli.py registers it).
+
+Thin, as cli.py is: parse, call learn.py, print. Progress goes to stderr, so stdout stays for --json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _print_json(value) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def summary_table(result: dict):
+    """What an update learned: one row per release series and variant."""
+    from rich.table import Table
+
+    table = Table(title=f"learned from {result.get('index') or 'nothing yet'}" + (f" on {result['date']}" if result.get("date") else ""))
+    for column in ("package", "release", "versions", "variant", "CUDA", "architectures", "how", "bytes"):
+        table.add_column(column, overflow="fold")
+    for entry in result.get("learned", []):
+        variants = entry.get("variants") or [{}]
+        for number, variant in enumerate(variants):
+            archs = "; ".join(filter(None, (variant.get("sass", ""), variant.get("ptx", ""))))
+            table.add_row(entry["package"] if number == 0 else "", entry["release"] if number == 0 else "",
+                          ", ".join(entry["versions"]) if number == 0 else "", variant.get("variant", ""), variant.get("cuda", "") or "",
+                          archs.replace(";", " "), variant.get("how", ""), f"{entry.get('bytes', 0):,}" if number == 0 else "")
+    return table
+
+
+def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
+    """Add `knowledge update` to the command line (`guarded`: cli's one sentence and exit code; `out`, `err`: its consoles)."""
+    knowledge_app = typer.Typer(help="The knowledge tables: bring them up to date with what the index has (a user-level overlay).",
+                                no_args_is_help=True)
+
+    @knowledge_app.command("update")
+    @guarded
+    def update(
+        index: Optional[str] = typer.Option(None, "--index", help="The simple-API index to read (default: uv's, $UV_DEFAULT_INDEX or $UV_INDEX_URL, else PyPI)."),
+        wheelhouse: Optional[Path] = typer.Option(None, "--wheelhouse", help="A folder of wheels to read instead of an index."),
+        offline: bool = typer.Option(False, "--offline", help="Ask no index: with --wheelhouse learn from it (uv offline); else show what is known."),
+        plan: Optional[Path] = typer.Option(None, "--plan", help="Also write a sweep plan of the new releases (for `gpucompat sweep`)."),
+        executor: str = typer.Option("local", "--executor", help="The plan's executor: its GPU classes are what `sweep` discovers there."),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    ):
+        """Read the index for torch, JAX, TensorFlow and CuPy releases newer than the tables and learn their CUDA builds,
+        Pythons and kernels; the overlay beside the store changes only when the whole update succeeds."""
+        from .errors import UserError
+        from .learn import plan_text
+        from .learn import update as learn
+        from .model import EXECUTORS
+
+        if index and wheelhouse:
+            raise UserError("give --index or --wheelhouse, not both.")
+        if executor not in EXECUTORS:
+            raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
+        if plan is not None and plan.exists() and plan.is_dir():
+            raise UserError(f"--plan {plan} is a directory; give a file name such as new.toml.")
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err.real(), transient=True) as progress:
+            task = progress.add_task("knowledge update", total=None)
+            result = learn(index, str(wheelhouse) if wheelhouse else None, offline, say=lambda text: progress.update(task, description=text))
+        if plan is not None:
+            text = plan_text(result, executor, str(wheelhouse) if wheelhouse else None) if result.get("changed") else None
+            if text is not None:
+                from .plan import parse_plan
+
+                parse_plan(text, str(plan))  # a plan sweep refuses is a bug here, not a file to leave behind
+                plan.write_text(text, encoding="utf-8")
+            result["plan"] = str(plan) if text is not None else None
+        if json_out:
+            _print_json(result)
+            return
+        out.print(summary_table(result))
+        if result.get("offline"):
+            out.print("offline: no index was asked; this is what the overlay holds", highlight=False)
+            return
+        rows = ", ".join(f"{n} {name}" for name, n in sorted(result.get("rows", {}).items())) or "none"
+        out.print(f"{len(result['learned'])} release series learned from {result['index']} in {result['seconds']} s; "
+                  f"{result['bytes_fetched']:,} bytes of wheels and {result['index_bytes']:,} of index pages fetched"
+                  + ("" if result.get("range_requests", True) else "; the index ignores range requests, so kernels were inferred")
+                  + f". Overlay rows: {rows} ({result['overlay']}).", highlight=False, soft_wrap=True)
+        if plan is not None:
+            out.print(f"plan: {plan}" if result.get("plan") else "plan: nothing new to sweep, so no plan was written", highlight=False)
+
+    app.add_typer(knowledge_app, name="knowledge")

@@ -1,0 +1,453 @@
+"""`gpucompat knowledge update`: learn the releases an index has that the packaged tables do not describe yet.
+
+For torch, JAX (jaxlib and its CUDA plugins), TensorFlow and CuPy's cupy-cuda*x packages, every final release newer
+than the packaged build tables is read from the index as pip would see it:
+- its Python windows from the wheel files' tags (knowledge/wheeltags.py, as tools/build_python_wheels.py did);
+- its CUDA variants from the files the index lists (torch's local labels, JAX's jax-cudaNN-plugin packages, CuPy's
+  cupy-cudaNNx packages), and the default torch build's CUDA from the pins `uv pip compile` resolves against the
+  same index (as tools/build_torch_pins.py and build_knowledge.py did);
+- its architectures from the wheel's fat binaries (knowledge/pyindex.py: the zip's central directory and only its
+  CUDA libraries, through range requests), or, where the server ignores range requests, inferred from the previous
+  release of the same variant and marked so.
+Everything learned goes into the overlay (knowledge/overlay.py) in one swap at the end: a failure on the way
+changes nothing. Releases the overlay already holds with read kernels are kept, not fetched again.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from packaging.version import InvalidVersion, Version
+
+from .envs.uv import uv_bin
+from .errors import UserError
+from .knowledge import overlay, pyindex, wheeltags
+from .knowledge.tables import DATA
+from .resolve import cuda_versions, default_index, parse_pins, uv_env
+
+TORCH_PIN = re.compile(r"^(nvidia-[a-z0-9-]+|cuda-toolkit)==([0-9][0-9.]*)$")  # CUDA 13 wheels: cuda-toolkit, unsuffixed nvidia-*
+JAX_PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda14-plugin")
+CUPY_PACKAGES = ("cupy-cuda12x", "cupy-cuda13x", "cupy-cuda14x")
+PACKAGES = ("torch", "jaxlib", *JAX_PLUGINS, "tensorflow", *CUPY_PACKAGES)
+PLATFORM = "x86_64-manylinux_2_28"
+# The libraries whose kernels are the framework's own (the bundled cuBLAS/cuDNN of old torch wheels carry more archs).
+KERNELS = {
+    "torch": lambda name: name.rsplit("/", 1)[-1].startswith("libtorch_cuda"),
+    "jax": lambda name: True,
+    "tensorflow": lambda name: True,
+}
+TABLES = {  # every table an update may add rows to, with the packaged columns
+    name: None for name in ("python_wheels", "torch_pypi_default", "torch_builds", "torch_cuda_pins", "jax_builds",
+                            "newest_releases", "tensorflow_builds", "cupy_packages")
+}
+
+
+def torch_pins(compile_output: str) -> list[tuple[str, str]]:
+    """The CUDA wheels torch itself requires, from `uv pip compile` output with its `# via torch` annotations
+    (tools/build_torch_pins.py builds torch_cuda_pins.csv with this too)."""
+    found, current = [], None
+    for line in compile_output.splitlines():
+        if not line.startswith(" "):
+            current = TORCH_PIN.match(line.strip())
+        elif current and re.search(r"#\s+(via\s+)?torch$", line.strip()):  # torch's own requirement, not a library's
+            found.append((current.group(1), current.group(2)))
+    return found
+
+
+def packaged(name: str) -> tuple[list[str], list[dict]]:
+    """A packaged table as shipped (columns, rows), without the overlay."""
+    with (DATA / f"{name}.csv").open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _learned(name: str) -> list[dict]:
+    return list(overlay.rows(name))
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _series(version: Version) -> str:
+    return f"{version.major}.{version.minor}"
+
+
+@dataclass
+class Release:
+    """One release (version) of one package as the index lists it: its Linux x86_64 wheels."""
+
+    package: str
+    version: Version
+    wheels: list = field(default_factory=list)  # IndexFile
+    pythons: set = field(default_factory=set)
+
+    @property
+    def plain_pythons(self) -> list[str]:
+        return [p for p in wheeltags.sort_tokens(self.pythons) if re.fullmatch(r"\d+\.\d+", p)]
+
+
+def releases(files: list, package: str) -> dict[str, dict[str, Release]]:
+    """version -> local label ('' for none) -> the release's Linux x86_64 wheels, from an index's file list."""
+    found: dict[str, dict[str, Release]] = {}
+    for item in files:
+        tags = wheeltags.wheel_tags(item.filename)
+        if tags is None or item.yanked or not wheeltags.is_linux_x86_64(tags[2]):
+            continue
+        text = item.filename.split("-")[1]
+        plain, _, local = text.partition("+")
+        version = _version(plain)
+        if version is None:
+            continue
+        release = found.setdefault(str(version), {}).setdefault(local, Release(package, version))
+        release.wheels.append(item)
+        release.pythons |= wheeltags.python_tokens(tags[0], tags[1])
+    return found
+
+
+class Learner:
+    """One update: what the index has, what is learned from it, and the bytes and seconds it cost."""
+
+    def __init__(self, index: pyindex.Index, offline: bool = False, say: Callable[[str], None] = lambda text: None,
+                 today: str | None = None):
+        self.index, self.offline, self.say = index, offline, say
+        self.today = today or datetime.date.today().isoformat()
+        self.source = f"learned from {index.label} on {self.today}"
+        self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+        self.learned: list[dict] = []  # one per release series learned, for the summary
+        self.ranges = True  # the server honoured range requests (False: archs inferred)
+        self.seen: dict[str, list[str]] = {}  # package -> every version the index lists (the release list explain reads)
+
+    # -- index reading ------------------------------------------------------------------------------
+
+    def listing(self, package: str) -> dict[str, dict[str, Release]]:
+        self.say(f"reading {self.index.label} for {package}")
+        files = self.index.files(package)
+        if files is None:
+            return {}
+        versions = set()
+        for item in files:
+            parts = item.filename.split("-")
+            if len(parts) > 1 and (item.filename.endswith((".whl", ".tar.gz", ".zip"))):
+                found = _version(parts[1].partition("+")[0]) if item.filename.endswith(".whl") else _version(item.filename.rsplit("-", 1)[-1].split(".tar")[0].removesuffix(".zip"))
+                if found is not None:
+                    versions.add(str(found))
+        self.seen[package] = sorted(versions, key=Version)
+        return releases(files, package)
+
+    def kernels(self, framework: str, release: Release) -> tuple[list[str], list[str], str, int] | None:
+        """(sass, ptx, how, bytes) read from the smallest Linux wheel of a release; None where the server ignores ranges."""
+        wheel = min(release.wheels, key=lambda w: (w.size or 0, w.filename))
+        before = self.index.fetched
+        self.say(f"reading the CUDA libraries of {wheel.filename}")
+        try:
+            archs, members = pyindex.wheel_archs(self.index, wheel, KERNELS[framework])
+        except pyindex.NoRanges:
+            self.ranges = False
+            return None
+        spent = self.index.fetched - before
+        size = f" of {wheel.size:,}" if wheel.size else ""
+        listed = ", ".join(members) if len(members) <= 4 else f"{len(members)} libraries, {', '.join(members[-2:])} the largest"
+        how = f"read from {wheel.filename} with gpucompat's fat-binary reader ({listed or 'no CUDA library'}; {spent:,}{size} bytes fetched)"
+        key = lambda a: (int(re.sub(r"[^0-9]", "", a) or 0), a)  # noqa: E731
+        return sorted(archs.sass, key=key), sorted(archs.ptx, key=key), how, spent
+
+    # -- pins -----------------------------------------------------------------------------------------
+
+    def compile(self, requirement: str, python: str) -> str:
+        """`uv pip compile` of one requirement against the same index, with annotations (torch_pins reads them)."""
+        if self.index.wheelhouse:
+            where = ["--no-index", "--find-links", self.index.wheelhouse]
+        else:
+            where = ["--default-index", self.index.url]
+        command = [uv_bin(), "pip", "compile", "-", "--python-version", python, "--python-platform", PLATFORM, "--no-header",
+                   "--no-build", *where, *(["--offline"] if self.offline else [])]
+        self.say(f"uv pip compile {requirement} (Python {python})")
+        try:
+            proc = subprocess.run(command, input=requirement + "\n", capture_output=True, text=True, env=uv_env(), timeout=300)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"uv pip compile {requirement} did not finish within 300 s; nothing was changed.") from None
+        if proc.returncode != 0:
+            error = proc.stderr.strip().splitlines()
+            raise UserError(f"uv pip compile {requirement} against {self.index.label} failed ({error[-1][:300] if error else proc.returncode}); "
+                            "nothing was changed.")
+        return proc.stdout
+
+    # -- per framework ----------------------------------------------------------------------------------
+
+    def python_rows(self, package: str, found: dict[str, dict[str, Release]], known: set[str]) -> None:
+        for text in sorted(found, key=Version):
+            if text in known:
+                continue
+            pythons = set().union(*(r.pythons for r in found[text].values()))
+            self.rows["python_wheels"].append({"package": package, "version": text, "pythons": ";".join(wheeltags.sort_tokens(pythons)),
+                                               "source": f"{self.source} (the index's files for {package} {text}: Linux x86_64 wheels)"})
+
+    def previous(self, table: str, match: Callable[[dict], bool], order: str) -> dict | None:
+        """The newest row of a table (learned, then packaged) that matches: what an unread release is inferred from."""
+        rows = [r for r in self.rows[table] + _learned(table) + packaged(table)[1] if match(r)]
+        return max(rows, key=lambda r: Version(r[order]), default=None)
+
+    def torch(self) -> None:
+        found = self.listing("torch")
+        newest = max(Version(r["release"]) for r in packaged("torch_pypi_default")[1] + packaged("torch_builds")[1])
+        kept = {r["release"] for r in _learned("torch_builds") if "inferred" not in r["source"]}  # inferred rows are read again
+        by_series: dict[str, list[str]] = {}
+        for text in found:
+            version = Version(text)
+            if not version.is_prerelease and not version.is_devrelease and Version(_series(version)) > newest:
+                by_series.setdefault(_series(version), []).append(text)
+        for series, versions in sorted(by_series.items(), key=lambda item: Version(item[0])):
+            if series in kept:
+                self._keep("torch_builds", "torch_pypi_default", "torch_cuda_pins", key=lambda r, s=series: _series(Version(r["release"])) == s)
+                continue
+            latest = max(versions, key=Version)
+            default = found[latest].get("")
+            entry = {"package": "torch", "release": series, "versions": sorted(versions, key=Version), "variants": [], "bytes": 0}
+            if default is not None:
+                python = "3.12" if "3.12" in default.plain_pythons else default.plain_pythons[-1]
+                output = self.compile(f"torch=={latest}", python)
+                pins = torch_pins(output)
+                cuda, _cudnn = cuda_versions(parse_pins(output))
+                if cuda is None:
+                    raise UserError(f"uv pip compile torch=={latest} against {self.index.label} pins no CUDA runtime; nothing was changed.")
+                variant = f"cu{cuda.replace('.', '')}"
+                how = f"{self.source}: uv pip compile torch=={latest} --python-version {python} --python-platform {PLATFORM} pins nvidia-cuda-runtime {cuda}"
+                self.rows["torch_pypi_default"].append({"release": series, "variant": variant, "cuda": cuda, "source": how})
+                self.rows["torch_cuda_pins"] += [{"release": latest, "package": p, "version": v, "source": f"{how} (torch's own Requires-Dist pins)"}
+                                                 for p, v in pins]
+                self._torch_build(series, variant, cuda, default, entry)
+            for local, release in sorted(found[latest].items()):
+                if re.fullmatch(r"cu[0-9]{3}", local):
+                    self._torch_build(series, local, f"{local[2:-1]}.{local[-1]}", release, entry)
+            self.learned.append(entry)
+        self.python_rows("torch", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "torch"})
+
+    def _torch_build(self, series: str, variant: str, cuda: str, release: Release, entry: dict) -> None:
+        read = self.kernels("torch", release)
+        if read is not None:
+            sass, ptx, how, spent = read
+            row = {"sass": ";".join(sass), "ptx": ";".join(ptx), "confidence": "high", "source": f"{self.source}: {how}"}
+            entry["bytes"] += spent
+        else:
+            before = self.previous("torch_builds", lambda r: r["variant"] == variant and Version(r["release"]) < Version(series), "release")
+            row = {"sass": before["sass"] if before else "", "ptx": before["ptx"] if before else "", "confidence": "low" if before is None else "medium",
+                   "source": f"{self.source}: inferred from torch {before['release']} {variant} ({before['source'][:200]}): the index ignores "
+                             "range requests, so the wheel's kernels were not read" if before else
+                             f"{self.source}: the index ignores range requests and no earlier {variant} build is known"}
+        self.rows["torch_builds"].append({"release": series, "variant": variant, "cuda": cuda, **row})
+        entry["variants"].append({"variant": variant, "cuda": cuda, "sass": row["sass"], "ptx": row["ptx"],
+                                  "how": "read" if read is not None else "inferred"})
+
+    def _keep(self, *tables: str, key: Callable[[dict], bool]) -> None:
+        """Rows an earlier update learned (their release is not read again)."""
+        for table in tables:
+            self.rows[table] += [r for r in _learned(table) if key(r)]
+
+    def jax(self) -> None:
+        found = self.listing("jaxlib")
+        packaged_newest = next((Version(r["newest"]) for r in packaged("newest_releases")[1] if r["framework"] == "jax"), None)
+        new = sorted((Version(t) for t in found if not Version(t).is_prerelease and not Version(t).is_devrelease
+                      and packaged_newest is not None and Version(_series(Version(t))) > packaged_newest))
+        self.python_rows("jaxlib", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "jaxlib"})
+        kept = {r["from_version"] for r in _learned("jax_builds") if r.get("source", "").find("inferred") < 0}
+        plugins = {}
+        for package in JAX_PLUGINS:
+            listed = self.listing(package)
+            if listed:
+                plugins[package] = listed
+                self.python_rows(package, listed, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == package})
+        series_done = set()
+        for version in new:
+            series = _series(version)
+            if series in series_done:
+                continue
+            series_done.add(series)
+            entry = {"package": "jax", "release": series, "versions": [str(v) for v in new if _series(v) == series], "variants": [], "bytes": 0}
+            for package, listed in plugins.items():
+                first = next((str(v) for v in new if _series(v) == series and str(v) in listed), None)
+                if first is None:
+                    continue
+                variant = "cuda" + package.split("-")[1][len("cuda"):]
+                if first in kept:
+                    self._keep("jax_builds", key=lambda r, f=first, v=variant: r["from_version"] == f and r["variant"] == v)
+                    entry["variants"].append({"variant": variant, "how": "kept from the last update"})
+                    continue
+                self._jax_build(first, variant, listed[first][""] if "" in listed[first] else next(iter(listed[first].values())), entry)
+            self.rows["newest_releases"] = [{"framework": "jax", "newest": series,  # the newest series only: the rules take the first row
+                                             "source": f"{self.source} (jaxlib {', '.join(entry['versions'])} on the index)"}]
+            self.learned.append(entry)
+
+    def _jax_build(self, first: str, variant: str, release: Release, entry: dict) -> None:
+        before = self.previous("jax_builds", lambda r: r["variant"] == variant and Version(r["from_version"]) < Version(first), "from_version")
+        if before is None:
+            return  # a CUDA major no JAX row describes yet: its driver floor is not in the tables to carry over
+        read = self.kernels("jax", release)
+        inherited = f"documented minimum CC, driver and cuDNN as jax[{variant}] {before['from_version']} ({before['source'][:160]})"
+        if read is not None:
+            sass, ptx, how, spent = read
+            entry["bytes"] += spent
+            row = {"sass": ";".join(sass), "ptx": ";".join(ptx), "min_cc": before["min_cc"], "source": f"{self.source}: {how} ; {inherited}"}
+        else:
+            row = {"sass": before["sass"], "ptx": before["ptx"], "min_cc": before["min_cc"],
+                   "source": f"{self.source}: inferred from jax[{variant}] {before['from_version']}: the index ignores range requests ; {inherited}"}
+        self.rows["jax_builds"].append({"from_version": first, "variant": variant, "cuda_major": before["cuda_major"],
+                                        "min_driver": before["min_driver"], "cudnn": before.get("cudnn", ""), "to_version": "", **row})
+        entry["variants"].append({"variant": variant, "cuda": f"{before['cuda_major']}.x", "sass": row["sass"], "ptx": row["ptx"],
+                                  "how": "read" if read is not None else "inferred"})
+
+    def tensorflow(self) -> None:
+        found = self.listing("tensorflow")
+        newest = max(Version(r["release"]) for r in packaged("tensorflow_builds")[1])
+        self.python_rows("tensorflow", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "tensorflow"})
+        kept = {r["release"] for r in _learned("tensorflow_builds") if "inferred" not in r.get("source", "")}
+        by_series: dict[str, list[str]] = {}
+        for text in found:
+            version = Version(text)
+            if not version.is_prerelease and not version.is_devrelease and Version(_series(version)) > newest:
+                by_series.setdefault(_series(version), []).append(text)
+        for series, versions in sorted(by_series.items(), key=lambda item: Version(item[0])):
+            if series in kept:
+                self._keep("tensorflow_builds", key=lambda r, s=series: r["release"] == s)
+                continue
+            first = min(versions, key=Version)
+            release = found[first][""] if "" in found[first] else next(iter(found[first].values()))
+            plain = release.plain_pythons
+            python = "3.12" if "3.12" in plain else plain[-1]
+            cuda, cudnn = cuda_versions(parse_pins(self.compile(f"tensorflow[and-cuda]=={first}", python)))
+            before = self.previous("tensorflow_builds", lambda r: Version(r["release"]) < Version(series), "release")
+            read = self.kernels("tensorflow", release)
+            entry = {"package": "tensorflow", "release": series, "versions": sorted(versions, key=Version), "variants": [], "bytes": 0}
+            if read is not None:
+                sass, ptx, how, spent = read
+                entry["bytes"] += spent
+            else:
+                sass, ptx = before["sass"].split(";") if before else [], before["ptx"].split(";") if before else []
+                how = f"inferred from TensorFlow {before['release'] if before else '?'}: the index ignores range requests"
+            lowest = min(sass + ptx, key=lambda a: int(re.sub(r"[^0-9]", "", a) or 0), default=None)
+            min_cc = f"{int(re.sub(r'[^0-9]', '', lowest)) // 10}.{int(re.sub(r'[^0-9]', '', lowest)) % 10}" if lowest else ""
+            self.rows["tensorflow_builds"].append({
+                "release": series, "cuda": cuda or "", "cudnn": ".".join((cudnn or "").split(".")[:2]),
+                "pythons": f"{plain[0]}-{plain[-1]}" if plain else "", "sass": ";".join(x for x in sass if x), "ptx": ";".join(x for x in ptx if x),
+                "min_cc": min_cc,
+                "source": f"{self.source}: uv pip compile tensorflow[and-cuda]=={first} --python-version {python} pins CUDA {cuda} and cuDNN {cudnn} ; archs: {how}"})
+            entry["variants"].append({"variant": "and-cuda", "cuda": cuda, "sass": ";".join(sass), "ptx": ";".join(ptx),
+                                      "how": "read" if read is not None else "inferred"})
+            self.learned.append(entry)
+
+    def cupy(self) -> None:
+        rows = packaged("cupy_packages")[1]
+        for package in CUPY_PACKAGES:
+            found = self.listing(package)
+            if not found:
+                continue
+            self.python_rows(package, found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == package})
+            last = max((Version(r["last_version"]) for r in rows if r["package"] == package), default=Version("0"))
+            new = sorted(Version(t) for t in found if not Version(t).is_prerelease and Version(t) > last)
+            variant = package[len("cupy-"):]
+            for major in sorted({v.major for v in new}):
+                series = [v for v in new if v.major == major]
+                self.rows["cupy_packages"].append({
+                    "package": package, "variant": variant, "cuda": re.sub(r"cuda(\d+)x", r"\1.x", variant),
+                    "first_version": str(series[0]), "last_version": str(series[-1]), "series": str(major),
+                    "source": f"{self.source} (the index's releases of {package} with a Linux x86_64 wheel)"})
+                self.learned.append({"package": package, "release": str(major), "versions": [str(v) for v in series],
+                                     "variants": [{"variant": variant, "how": "listed (CuPy compiles its kernels at run time with NVRTC)"}], "bytes": 0})
+
+    def run(self) -> None:
+        for step in (self.torch, self.jax, self.tensorflow, self.cupy):
+            step()
+
+    def release_lists(self) -> dict:
+        """package -> every version the index lists now (what `explain` tells 'no such release' by)."""
+        return {package: versions for package, versions in self.seen.items()}
+
+
+def update(index_url: str | None = None, wheelhouse: str | None = None, offline: bool = False,
+           say: Callable[[str], None] = lambda text: None, today: str | None = None) -> dict:
+    """Learn what the index has past the packaged tables and swap the overlay in; the summary as one object."""
+    if wheelhouse is not None and not Path(wheelhouse).is_dir():
+        raise UserError(f"--wheelhouse {wheelhouse!r} is not a directory.")
+    if offline and not wheelhouse:
+        return {"changed": False, "offline": True, **status()}
+    started = time.monotonic()
+    index = pyindex.Index(None if wheelhouse else (index_url or default_index()), wheelhouse)
+    learner = Learner(index, offline, say, today)
+    learner.run()
+    tables = {}
+    for name in TABLES:
+        columns = packaged(name)[0]
+        if learner.rows[name]:
+            tables[name] = (columns, learner.rows[name])
+    about = {"index": index.label, "index_url": index.url or wheelhouse, "date": learner.today, "releases": learner.release_lists(),
+             "learned": learner.learned, "bytes_fetched": index.fetched, "index_bytes": index.pages, "range_requests": learner.ranges}
+    say("writing the overlay")
+    overlay.replace(tables, about)
+    return {"changed": True, "offline": False, **about, "seconds": round(time.monotonic() - started, 2), "overlay": str(overlay.overlay_path()),
+            "rows": {name: len(rows) for name, (_c, rows) in tables.items()}}
+
+
+def status() -> dict:
+    """What the overlay holds now (for --offline with an index: nothing is asked)."""
+    about = overlay.meta()
+    return {"overlay": str(overlay.overlay_path()), "index": about.get("index"), "date": about.get("date"), "learned": about.get("learned", []),
+            "bytes_fetched": 0, "index_bytes": 0, "seconds": 0.0}
+
+
+# -- the plan of what is new ---------------------------------------------------------------------------
+
+PLAN_FRAMEWORK = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow"}
+
+
+def _python_for(pythons: list[str]) -> str | None:
+    usable = [p for p in pythons if re.fullmatch(r"3\.(8|9|1[0-5])", p)]
+    return "3.12" if "3.12" in usable else (usable[-1] if usable else None)
+
+
+def plan_text(summary: dict, executor: str = "local", wheelhouse: str | None = None) -> str | None:
+    """A sweep plan of the releases an update learned, for the GPU classes `sweep` discovers (None: nothing new)."""
+    wheel_pythons = {(r["package"], r["version"]): r["pythons"].split(";") for r in packaged("python_wheels")[1] + list(overlay.rows("python_wheels"))}
+    stacks = []
+    for entry in summary.get("learned", []):
+        newest = entry["versions"][-1]
+        if entry["package"] == "torch":
+            framework, package = "torch", "torch"
+            variants = ["default"] + [v["variant"] for v in entry["variants"][1:]]
+        elif entry["package"] == "jax":
+            framework, package = "jax", "jaxlib"
+            variants = [v["variant"] for v in entry["variants"]]
+        elif entry["package"] == "tensorflow":
+            framework, package, variants = "tensorflow", "tensorflow", ["and-cuda"]
+        else:
+            framework, package = "cupy", entry["package"]
+            variants = [entry["package"][len("cupy-"):]]
+        python = _python_for(wheel_pythons.get((package, newest), []))
+        if not variants or python is None:
+            continue
+        stacks.append((framework, newest, sorted(set(variants), key=variants.index), python))
+    if not stacks:
+        return None
+    targets = "local" if executor == "local" else "discover"
+    lines = [f"# Written by `gpucompat knowledge update` on {summary['date']} from {summary['index']}: the releases it learned,",
+             f"# on the GPU classes `gpucompat sweep` finds ({'this machine' if targets == 'local' else executor + ' discovery'}).",
+             f'name = "new-releases-{summary["date"]}"', f'executor = "{executor}"', f'targets = "{targets}"']
+    if wheelhouse:
+        lines.append(f"wheelhouse = {_toml(str(Path(wheelhouse).resolve()))}")
+    for framework, version, variants, python in stacks:
+        lines += ["", "[[stacks]]", f'framework = "{framework}"', f'versions = ["{version}"]',
+                  "variants = [" + ", ".join(f'"{v}"' for v in variants) + "]", f'python = ["{python}"]']
+    return "\n".join(lines) + "\n"
+
+
+def _toml(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

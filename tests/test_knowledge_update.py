@@ -1,0 +1,324 @@
+"""`gpucompat knowledge update` against a local index made here: small wheels holding real CUDA libraries (built
+with nvcc where it is on PATH, else a fat-binary container laid out as nvcc writes it inside an ELF .nv_fatbin
+section, as tests/test_inspect.py builds one), served over HTTP on 127.0.0.1 by a threaded server that honours
+range requests, with PEP 691 JSON and PEP 503 HTML project pages. uv resolves the new torch's pins against it."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from gpucompat.knowledge.pyindex import FatbinStream, Index, IndexFile, wheel_archs
+from gpucompat.probe.fatbin import inspect_bytes
+
+NVCC = shutil.which("nvcc")
+KERNEL = "__global__ void add(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += 1; }\n" \
+         'extern "C" void launch(float *a, int n) { add<<<(n + 255) / 256, 256>>>(a, n); }\n'
+TORCH_ARCHS = (["sm_80", "sm_90"], ["compute_90"])  # what the new torch's library is built for
+JAX_ARCHS = (["sm_75", "sm_90"], ["compute_90"])
+
+
+# -- CUDA libraries: nvcc's, or the container nvcc writes ---------------------------------------------------
+
+def _entry(kind: int, sm: int, code_version: int = 0) -> bytes:
+    payload = b"\0" * 24
+    header = struct.pack("<HHIIIIIII", kind, 0x0101, 64, len(payload), 0, len(payload), 0, code_version, sm)
+    header += b"\0" * (0x28 - len(header)) + struct.pack("<Q", 0)
+    return header + b"\0" * (64 - len(header)) + payload
+
+
+def synthetic_library(sass: list[str], ptx: list[str]) -> bytes:
+    """A little-endian ELF64 image with .shstrtab and a .nv_fatbin holding these entries (test_inspect.py's layout)."""
+    entries = b"".join(_entry(2, int(a[3:])) for a in sass) + b"".join(_entry(1, int(a[8:]), (9 << 16)) for a in ptx)
+    fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entries)) + entries
+    names = b"\0.shstrtab\0.nv_fatbin\0"
+    names_at, fatbin_at = 64, 64 + len(names)
+    shoff = fatbin_at + len(fatbin) + (-(fatbin_at + len(fatbin)) % 8)
+    section = struct.Struct("<IIQQQQIIQQ")
+    table = (section.pack(*[0] * 10) + section.pack(1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0)
+             + section.pack(11, 1, 2, 0, fatbin_at, len(fatbin), 0, 0, 8, 0))
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 1)
+    body = header + names + fatbin
+    return body + b"\0" * (shoff - len(body)) + table
+
+
+def cuda_library(work: Path, name: str, sass: list[str], ptx: list[str]) -> bytes:
+    if not NVCC:
+        return synthetic_library(sass, ptx)
+    (work / "k.cu").write_text(KERNEL)
+    flags = [f for a in sass for f in ("-gencode", f"arch=compute_{a[3:]},code={a}")] + \
+            [f for a in ptx for f in ("-gencode", f"arch={a},code={a}")]
+    subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-o", str(work / name), str(work / "k.cu"), *flags], check=True, capture_output=True)
+    return (work / name).read_bytes()
+
+
+# -- wheels and the index ----------------------------------------------------------------------------------
+
+def make_wheel(folder: Path, name: str, version: str, tag: str, members: dict[str, bytes], requires: tuple[str, ...] = (),
+               python: str = ">=3.10") -> Path:
+    dist = f"{name.replace('-', '_')}-{version}"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: {python}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {**members, f"{dist}.dist-info/METADATA": metadata.encode(),
+             f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()}
+    record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+                     for path, data in files.items()) + f"{dist}.dist-info/RECORD,,\n"
+    path = folder / f"{dist}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in {**files, f"{dist}.dist-info/RECORD": record.encode()}.items():
+            archive.writestr(member, data, zipfile.ZIP_STORED if member.endswith(".bin") else zipfile.ZIP_DEFLATED)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory) -> Path:
+    work, folder = tmp_path_factory.mktemp("cuda"), tmp_path_factory.mktemp("wheelhouse")
+    torch_lib = cuda_library(work, "libtorch_cuda.so", *TORCH_ARCHS)
+    jax_lib = cuda_library(work, "xla_cuda_plugin.so", *JAX_ARCHS)
+    filler = os.urandom(3 << 20)  # the CPU half of a torch wheel: bytes a kernel reader has no reason to fetch
+    make_wheel(folder, "torch", "2.15.0", "cp312-cp312-manylinux_2_28_x86_64",
+               {"torch/__init__.py": b"", "torch/lib/libtorch_cuda.so": torch_lib, "torch/lib/libtorch_cpu.bin": filler},
+               ("nvidia-cuda-runtime==13.0.96",))
+    make_wheel(folder, "nvidia-cuda-runtime", "13.0.96", "py3-none-manylinux_2_28_x86_64", {"nvidia/cu13/__init__.py": b""}, python=">=3")
+    make_wheel(folder, "jaxlib", "0.12.0", "cp312-cp312-manylinux_2_28_x86_64", {"jaxlib/__init__.py": b""})
+    make_wheel(folder, "jax-cuda13-plugin", "0.12.0", "cp312-cp312-manylinux_2_28_x86_64",
+               {"jax_cuda13_plugin/__init__.py": b"", "jax_cuda13_plugin/xla_cuda_plugin.so": jax_lib})
+    return folder
+
+
+class IndexServer:
+    """A simple-API index of a wheelhouse on 127.0.0.1: JSON (PEP 691) or HTML (PEP 503) project pages, files with
+    Range support. `ranges=False` answers a range request with the whole file; `failing` paths answer 500."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.ranges, self.failing, self.requests, self.json_pages = folder, True, (), [], True
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.do_GET(body=False)
+
+            def do_GET(self, body=True):
+                server.requests.append(self.path)
+                if any(part in self.path for part in server.failing):
+                    return self._send(500, b"broken", "text/plain", body)
+                found = re.fullmatch(r"/simple/([a-z0-9-]+)/", self.path)
+                if found:
+                    return self._project(found.group(1), body)
+                if self.path.startswith("/files/") and (server.folder / self.path[7:]).is_file():
+                    return self._file(server.folder / self.path[7:], body)
+                self._send(404, b"not found", "text/plain", body)
+
+            def _project(self, project: str, body: bool):
+                wheels = sorted(p for p in server.folder.glob("*.whl") if p.name.split("-")[0].replace("_", "-") == project)
+                if not wheels:
+                    return self._send(404, b"not found", "text/plain", body)
+                files = [{"filename": p.name, "url": f"/files/{p.name}", "hashes": {"sha256": hashlib.sha256(p.read_bytes()).hexdigest()},
+                          "size": p.stat().st_size} for p in wheels]
+                if server.json_pages and "json" in self.headers.get("Accept", ""):
+                    page = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files, "versions": []}).encode()
+                    return self._send(200, page, "application/vnd.pypi.simple.v1+json", body)
+                links = "".join(f'<a href="{f["url"]}#sha256={f["hashes"]["sha256"]}">{f["filename"]}</a>\n' for f in files)
+                self._send(200, f"<html><body>{links}</body></html>".encode(), "text/html", body)
+
+            def _file(self, path: Path, body: bool):
+                data = path.read_bytes()
+                asked = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
+                if not asked or not server.ranges:
+                    return self._send(200, data, "application/octet-stream", body)
+                first, last = asked.groups()
+                start = len(data) - int(last) if not first else int(first)
+                end = len(data) - 1 if not first or not last else min(int(last), len(data) - 1)
+                self._send(206, data[max(start, 0):end + 1], "application/octet-stream", body,
+                           {"Content-Range": f"bytes {max(start, 0)}-{end}/{len(data)}"})
+
+            def _send(self, code, data, kind, body, headers=None):
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Accept-Ranges", "bytes")
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/simple/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server(wheelhouse):
+    running = IndexServer(wheelhouse)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def env(isolated):
+    return {"GPUCOMPAT_KNOWLEDGE": str(isolated / "data" / "gpucompat" / "knowledge"), "NO_COLOR": "1"}
+
+
+def update(env, *args, check=0):
+    proc = run_cli("knowledge", "update", *args, "--json", env=env, check=check)
+    return json.loads(proc.stdout) if check == 0 else proc
+
+
+def overlay_files(env) -> dict[str, bytes]:
+    root = Path(env["GPUCOMPAT_KNOWLEDGE"])
+    return {p.name: p.read_bytes() for p in root.iterdir()} if root.exists() else {}
+
+
+# -- the update, end to end ---------------------------------------------------------------------------------
+
+def test_update_learns_a_new_torch_and_jax_and_explain_answers_from_it(server, wheelhouse, env, tmp_path):
+    result = update(env, "--index", server.url, "--plan", str(tmp_path / "new.toml"))
+    torch = next(e for e in result["learned"] if e["package"] == "torch")
+    assert (torch["release"], torch["versions"]) == ("2.15", ["2.15.0"])
+    default = torch["variants"][0]
+    assert (default["variant"], default["cuda"], default["how"]) == ("cu130", "13.0", "read")  # from uv's pin nvidia-cuda-runtime==13.0.96
+    assert default["sass"].split(";") == TORCH_ARCHS[0] and default["ptx"].split(";") == TORCH_ARCHS[1]
+    jax = next(e for e in result["learned"] if e["package"] == "jax")
+    assert [(v["variant"], v["sass"].split(";"), v["how"]) for v in jax["variants"]] == [("cuda13", JAX_ARCHS[0], "read")]
+    # range requests: the torch wheel's CPU half (3 MiB, stored) was never fetched
+    torch_wheel = next(wheelhouse.glob("torch-*.whl")).stat().st_size
+    assert 0 < torch["bytes"] < torch_wheel - (2 << 20)
+    assert result["range_requests"] is True and result["rows"]["torch_builds"] == 1
+
+    proc = run_cli("explain", "torch==2.15.0", "--gpu", "H100", "--driver", "580.95.05", "--json", env=env, check=0)
+    answer = json.loads(proc.stdout)
+    assert answer["verdict"] == "pass"
+    learned = [r for r in answer["reasons"] if r["source"].startswith(f"learned from {server.url.rstrip('/')} on ")]
+    assert {r["rule"] for r in learned} >= {"PyPI default build", "architecture"}, answer["reasons"]
+    proc = run_cli("explain", "jax[cuda13]==0.12.0", "--gpu", "T4", "--driver", "580.95.05", "--python", "3.12", "--json", env=env, check=0)
+    assert json.loads(proc.stdout)["verdict"] == "pass"  # sm_75 read from the plugin's own library
+    proc = run_cli("explain", "jax[cuda13]==0.12.0", "--gpu", "A100", "--driver", "580.95.05", "--python", "3.12", "--json", env=env, check=0)
+    failed = json.loads(proc.stdout)  # sm_75 SASS does not run on CC 8.0 and compute_90 PTX cannot be JIT-compiled down to it
+    assert (failed["verdict"], failed["code"]) == ("fail", "ARCH_UNSUPPORTED")
+    assert any(r["rule"] == "architecture" and r["verdict"] == "fail" and "learned from" in r["source"] for r in failed["reasons"])
+
+    # a release the index does not have is no such release, naming the newest known, not an uncertain answer
+    proc = run_cli("explain", "torch==2.16.0", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
+    assert "no such release" in proc.stderr and "2.15.0" in proc.stderr and "gpucompat knowledge update" in proc.stderr
+    proc = run_cli("explain", "torch==2.4.7", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
+    assert "no such release" in proc.stderr and "knowledge update" not in proc.stderr  # older than the newest: it never will be
+
+    # the plan of what is new: `gpucompat sweep` accepts it (a dry run resolves it against the same index)
+    plan = (tmp_path / "new.toml").read_text()
+    assert 'framework = "torch"' in plan and 'versions = ["2.15.0"]' in plan and 'variants = ["cuda13"]' in plan
+    assert 'targets = "local"' in plan
+    out = tmp_path / "dry"
+    proc = run_cli("sweep", str(tmp_path / "new.toml"), "--dry-run", "--out", str(out), env={**env, "UV_DEFAULT_INDEX": server.url}, check=0)
+    assert any(out.rglob("*")), proc.stderr
+
+
+def test_a_second_update_keeps_what_it_read_and_fetches_no_wheel(server, env):
+    update(env, "--index", server.url)
+    before = overlay_files(env)
+    again = update(env, "--index", server.url)
+    assert again["bytes_fetched"] == 0  # torch 2.15 and jax 0.12 were read the first time: only the index pages are read
+    assert {e["package"] for e in again["learned"]} == {"jax"}  # jax is listed with its kept variant, torch rows are carried over
+    assert overlay_files(env)["torch_builds.csv"] == before["torch_builds.csv"]
+
+
+def test_a_server_failing_midway_changes_nothing(server, env):
+    server.ranges = False  # a first update that could only infer: the next one reads the wheels again
+    update(env, "--index", server.url)
+    before, target = overlay_files(env), os.readlink(env["GPUCOMPAT_KNOWLEDGE"])
+    server.ranges, server.failing = True, ("/files/jax_cuda13_plugin",)  # torch is read, then the plugin's wheel fails
+    proc = update(env, "--index", server.url, check=2)
+    assert "answered 500" in proc.stderr and "nothing was changed" in proc.stderr and "Traceback" not in proc.stderr
+    assert any(path.startswith("/files/torch-") for path in server.requests)  # it failed midway, after reading torch
+    assert os.readlink(env["GPUCOMPAT_KNOWLEDGE"]) == target and overlay_files(env) == before
+    assert [p.name for p in Path(env["GPUCOMPAT_KNOWLEDGE"]).parent.iterdir() if p.name.startswith(".")] == [target]  # no half-written folder
+
+
+def test_without_range_requests_the_kernels_are_inferred_and_nothing_is_downloaded(server, env):
+    server.ranges = False
+    result = update(env, "--index", server.url)
+    torch = next(e for e in result["learned"] if e["package"] == "torch")
+    assert torch["variants"][0]["how"] == "inferred" and result["range_requests"] is False
+    assert result["bytes_fetched"] == 0
+    rows = Path(env["GPUCOMPAT_KNOWLEDGE"], "torch_builds.csv").read_text()
+    assert "inferred from torch 2.14 cu130" in rows and "range requests" in rows  # the previous release of the same variant
+
+
+def test_offline_answers_from_what_is_there(server, wheelhouse, env, tmp_path):
+    # no overlay yet: explain still knows the release list it shipped with, offline
+    proc = run_cli("explain", "torch==9.9", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
+    assert "no such release" in proc.stderr and "2.15.0" in proc.stderr
+    proc = run_cli("explain", "torch==2.15.0", "--gpu", "H100", "--driver", "580.95.05", "--json", env=env, check=0)
+    newer = json.loads(proc.stdout)
+    assert newer["verdict"] == "uncertain" and any("gpucompat knowledge update" in n for n in newer["notes"])
+    # --offline with an index asks nothing and changes nothing
+    shown = update(env, "--index", server.url, "--offline")
+    assert shown["changed"] is False and server.requests == [] and overlay_files(env) == {}
+    # --offline from a wheelhouse: learned with uv offline against the folder, no server at all
+    learned = update(env, "--wheelhouse", str(wheelhouse), "--offline")
+    assert learned["index"] == f"the wheelhouse {wheelhouse}" and server.requests == []
+    assert next(e for e in learned["learned"] if e["package"] == "torch")["variants"][0]["sass"].split(";") == TORCH_ARCHS[0]
+
+
+def test_bad_inputs_are_one_sentence(env, tmp_path):
+    proc = update(env, "--index", "http://127.0.0.1:9/simple/", check=2)
+    assert "does not answer" in proc.stderr and "Traceback" not in proc.stderr
+    proc = update(env, "--wheelhouse", str(tmp_path / "missing"), check=2)
+    assert "is not a directory" in proc.stderr
+    proc = update(env, "--wheelhouse", str(tmp_path), "--index", "http://127.0.0.1:9/simple/", check=2)
+    assert "not both" in proc.stderr
+
+
+# -- the readers ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("piece", [1, 13, 4096, 1 << 20])
+def test_the_streamed_walk_agrees_with_the_probes_reader(wheelhouse, piece):
+    with zipfile.ZipFile(next(wheelhouse.glob("torch-*.whl"))) as archive:
+        data = archive.read("torch/lib/libtorch_cuda.so")
+    stream = FatbinStream()
+    for start in range(0, len(data), piece):
+        stream.feed(data[start:start + piece])
+    found, bounded = stream.result(len(data))
+    expected = inspect_bytes(data)
+    assert bounded and (found.sass, found.ptx, found.ptx_isa, found.entries) == (expected.sass, expected.ptx, expected.ptx_isa, expected.entries)
+    assert set(TORCH_ARCHS[0]) <= found.sass
+
+
+def test_range_reading_fetches_the_libraries_not_the_wheel(server, wheelhouse):
+    index = Index(server.url)
+    files = index.files("torch")
+    assert [f.filename for f in files] == [p.name for p in wheelhouse.glob("torch-*.whl")]
+    archs, members = wheel_archs(index, files[0], lambda name: "libtorch_cuda" in name)
+    assert set(TORCH_ARCHS[0]) <= archs.sass and members == ["libtorch_cuda.so (read whole)"]
+    assert 0 < index.fetched < files[0].size - (2 << 20)
+    server.json_pages = False  # a PEP 503 HTML page lists the same files
+    assert [f.filename for f in Index(server.url).files("jax-cuda13-plugin")] == [p.name for p in wheelhouse.glob("jax_cuda13_plugin-*.whl")]
+    assert Index(server.url).files("no-such-project") is None
+
+
+def test_a_wheel_name_gives_its_release_and_pythons():
+    from gpucompat.learn import releases
+
+    found = releases([IndexFile("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl", "u"), IndexFile("torch-2.15.0+cu126-cp313-cp313-manylinux_2_28_x86_64.whl", "u"),
+                      IndexFile("torch-2.15.0-cp312-cp312-win_amd64.whl", "u"), IndexFile("torch-2.15.0-cp314-cp314t-manylinux_2_28_x86_64.whl", "u", yanked=True)], "torch")
+    assert sorted(found["2.15.0"]) == ["", "cu126"]
+    assert found["2.15.0"][""].pythons == {"3.12"} and found["2.15.0"]["cu126"].pythons == {"3.13"}
