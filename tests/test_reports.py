@@ -101,20 +101,25 @@ def test_advise_observed_first_then_predicted(tmp_path):
 
 
 def test_advise_leaves_out_observed_passes_the_asked_driver_or_python_cannot_run(tmp_path):
-    """The H200 sweep saw CUDA 12.x/13.x pass on driver 580; asked about driver 470, none of them can run."""
+    """The H200 sweep saw CUDA 12.x/13.x pass on driver 580; asked about driver 550 (the first branch that drives an
+    H200), the CUDA 13 ones cannot run. (This asked about R470 until R470 was known not to drive any Hopper GPU.)"""
     import json
 
     db = tmp_path / "h200.db"
     shutil.copyfile(H200_DB, db)
-    old_driver = json.loads(run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "470.82.01",
+    old_driver = json.loads(run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "550.54.14",
                                     "--db", f"sqlite:///{db}", "--json", check=0).stdout)
-    assert [o["version"] for o in old_driver["observed"]] == ["11.8"]  # CUDA 11.x runs on R470 by minor-version compatibility
-    assert {o["version"] for o in old_driver["left_out"] if o["source"] == "observed"} == {"13.5", "13.0", "12.9", "12.4", "12.0"}
+    # CUDA 12.x runs on R550 by minor-version compatibility; CUDA 13 is a newer major than it supports
+    assert [o["version"] for o in old_driver["observed"]] == ["12.9", "12.4", "12.0", "11.8"]
+    assert {o["version"] for o in old_driver["left_out"] if o["source"] == "observed"} == {"13.5", "13.0"}
     assert all("DRIVER" in o["why"] or "newer" in o["why"] for o in old_driver["left_out"] if o["source"] == "observed")
-    assert [p["version"] for p in old_driver["predicted"]][:1] == ["11.8"]  # the newest CUDA an R470 driver runs
-    text = run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "470.82.01", "--explain",
+    assert [p["version"] for p in old_driver["predicted"]][:1] == ["12.9"]  # the newest CUDA an R550 driver runs
+    text = run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "550.54.14", "--explain",
                    "--db", f"sqlite:///{db}", check=0, env={"COLUMNS": "200"}).stdout
     assert "left out" in text and "13.5" in text
+    undriven = json.loads(run_cli("advise", "--framework", "cuda-runtime", "--gpu", "NVIDIA H200", "--driver", "470.82.01",
+                                  "--db", f"sqlite:///{db}", "--json", check=0).stdout)
+    assert undriven["observed"] == [] and undriven["predicted"] == [] and "NVIDIA H200 needs R550" in undriven["undriven"]
 
 
 def test_advise_covers_tensorflow_and_needs_a_known_gpu(tmp_path):
