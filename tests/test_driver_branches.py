@@ -190,3 +190,8 @@ def test_doctor_says_when_the_driver_does_not_drive_a_gpu_it_lists(monkeypatch):
     monkeypatch.setattr(doctor.local, "all_gpus", lambda: ([], "nvml"))
     monkeypatch.setattr(doctor, "_proc_driver", lambda: "595.45.04")
     assert "a driver ignores a GPU its branch does not drive" in doctor.doctor()["summary"]
+
+
+def test_a_laptop_part_listed_before_its_desktop_namesake_keeps_its_own_branch():
+    assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5050", "570.172.08").code == "NO_DEVICE"  # desktop: R575 on
+    assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5050 Laptop GPU", "570.172.08").verdict == "pass"
