@@ -2,7 +2,10 @@
 and `inspect` of a large library (target: <= 5 s for libtorch_cuda.so), each beside a
 baseline measured in the same run.
 
-    python benchmarks/knowledge_speed.py [--runs 10] [--library PATH] [--json OUT]
+    python benchmarks/knowledge_speed.py [--runs 10] [--library PATH] [--overlay DIR] [--json OUT]
+
+--overlay DIR (what `gpucompat knowledge update` wrote, e.g. docs/evidence/knowledge-update/overlay): explain of a
+release only the overlay describes, with and without it, the two runs alternating so both see the same machine.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,11 +37,24 @@ def timed(command: list[str], runs: int) -> list[float]:
     return times
 
 
+def alternating(command: list[str], overlays: list[str], runs: int) -> list[list[float]]:
+    """The same command under each GPUCOMPAT_KNOWLEDGE in turn, `runs` rounds: one list of times per overlay."""
+    times: list[list[float]] = [[] for _ in overlays]
+    for round_ in range(runs + 1):
+        for slot, folder in enumerate(overlays):
+            began = time.perf_counter()
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env={**CHILD_ENV, "GPUCOMPAT_KNOWLEDGE": folder})
+            if round_:  # the first round writes the bytecode
+                times[slot].append(time.perf_counter() - began)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--library")
     parser.add_argument("--cuobjdump", default=shutil.which("cuobjdump"))
+    parser.add_argument("--overlay")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
@@ -54,6 +71,14 @@ def main() -> None:
         variants[f"gpucompat inspect {Path(args.library).name} ({size / 2**30:.2f} GiB)"] = [sys.executable, "-m", "gpucompat", "inspect", args.library, "--json"]
         if args.cuobjdump:
             variants[f"cuobjdump --list-elf {Path(args.library).name}"] = [args.cuobjdump, "--list-elf", args.library]
+    if args.overlay:
+        empty = str(Path(tempfile.mkdtemp()) / "no-overlay")  # nothing learned: the packaged tables alone
+        for spec in ("torch==2.15.0", "torch==2.4.1"):  # a release only the overlay describes; one the packaged tables do
+            explain = [sys.executable, "-m", "gpucompat", "explain", spec, "--gpu", "H100", "--driver", "580.95.05", "--json"]
+            sides = {f"gpucompat explain {spec} --gpu H100 --json, packaged tables only": empty,
+                     f"gpucompat explain {spec} --gpu H100 --json, with the overlay": str(Path(args.overlay).resolve())}
+            for values, name in zip(alternating(explain, list(sides.values()), args.runs), sides):
+                rows.append({"variant": name, "median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3), "runs": len(values)})
     for name, command in variants.items():
         values = timed(command, args.runs if "inspect" not in name and "cuobjdump" not in name else min(args.runs, 3))
         rows.append({"variant": name, "median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3), "runs": len(values)})

@@ -237,7 +237,8 @@ def test_a_second_update_keeps_what_it_read_and_fetches_no_wheel(server, env):
     before = overlay_files(env)
     again = update(env, "--index", server.url)
     assert again["bytes_fetched"] == 0  # torch 2.15 and jax 0.12 were read the first time: only the index pages are read
-    assert {e["package"] for e in again["learned"]} == {"jax"}  # jax is listed with its kept variant, torch rows are carried over
+    assert {(e["package"], v["how"]) for e in again["learned"] for v in e["variants"]} == {("torch", "kept from the last update"),
+                                                                                           ("jax", "kept from the last update")}
     assert overlay_files(env)["torch_builds.csv"] == before["torch_builds.csv"]
 
 

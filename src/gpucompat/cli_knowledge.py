@@ -87,7 +87,11 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
             out.print("offline: no index was asked; this is what the overlay holds", highlight=False)
             return
         rows = ", ".join(f"{n} {name}" for name, n in sorted(result.get("rows", {}).items())) or "none"
-        out.print(f"{len(result['learned'])} release series learned from {result['index']} in {result['seconds']} s; "
+        hows = [v.get("how", "") for e in result["learned"] for v in e.get("variants", [])]
+        counted = ", ".join(f"{hows.count(how)} {word}" for how, word in (("read", "read"), ("inferred", "inferred"), ("kept from the last update", "kept"))
+                            if hows.count(how))
+        out.print(f"{len(result['learned'])} release series past the packaged tables on {result['index']} ({counted or 'no CUDA build'}) "
+                  f"in {result['seconds']} s; "
                   f"{result['bytes_fetched']:,} bytes of wheels and {result['index_bytes']:,} of index pages fetched"
                   + ("" if result.get("range_requests", True) else "; the index ignores range requests, so kernels were inferred")
                   + f". Overlay rows: {rows} ({result['overlay']}).", highlight=False, soft_wrap=True)

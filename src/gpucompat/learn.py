@@ -210,6 +210,9 @@ class Learner:
         for series, versions in sorted(by_series.items(), key=lambda item: Version(item[0])):
             if series in kept:
                 self._keep("torch_builds", "torch_pypi_default", "torch_cuda_pins", key=lambda r, s=series: _series(Version(r["release"])) == s)
+                self.learned.append({"package": "torch", "release": series, "versions": sorted(versions, key=Version), "bytes": 0,
+                                     "variants": [{"variant": r["variant"], "cuda": r["cuda"], "sass": r["sass"], "ptx": r["ptx"],
+                                                   "how": "kept from the last update"} for r in _learned("torch_builds") if r["release"] == series]})
                 continue
             latest = max(versions, key=Version)
             default = found[latest].get("")
@@ -281,7 +284,9 @@ class Learner:
                 variant = "cuda" + package.split("-")[1][len("cuda"):]
                 if first in kept:
                     self._keep("jax_builds", key=lambda r, f=first, v=variant: r["from_version"] == f and r["variant"] == v)
-                    entry["variants"].append({"variant": variant, "how": "kept from the last update"})
+                    entry["variants"] += [{"variant": variant, "cuda": f"{r['cuda_major']}.x", "sass": r["sass"], "ptx": r["ptx"],
+                                           "how": "kept from the last update"}
+                                          for r in _learned("jax_builds") if r["from_version"] == first and r["variant"] == variant]
                     continue
                 self._jax_build(first, variant, listed[first][""] if "" in listed[first] else next(iter(listed[first].values())), entry)
             self.rows["newest_releases"] = [{"framework": "jax", "newest": series,  # the newest series only: the rules take the first row
