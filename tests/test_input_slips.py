@@ -281,3 +281,48 @@ def test_force_never_follows_a_link_out_of_out(isolated):
     assert not (out / "array-0.sh").is_symlink() and (out / "array-0.sh").read_text().startswith("#!/bin/bash\n#SBATCH")
     assert not (out / "cell-1").is_symlink() and (out / "cell-1" / "run.sh").is_file()
     assert os.stat(out / "probe.pyz").st_ino != os.stat(shared).st_ino
+
+
+# -- 3. what a probe or a scheduler says is printed without escape sequences or bidirectional overrides ---------------
+
+HOSTILE = "boom \\x1b]0;PWNED\\x07 \\x1b[2J cleared \\x1b[31mred\\x1b[0m \\u202eevil\\u202c end"
+
+
+def _unprintable(text: str) -> list[str]:
+    """The escape sequences' and bidirectional overrides' characters left in text that a terminal would act on."""
+    return sorted({c for c in text if c in "\x1b\x07\x9b\x9d\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"})
+
+
+def test_a_stacks_error_text_is_printed_clean_on_every_path(isolated):
+    fakes = isolated / "fakes"
+    (fakes / "torch").mkdir(parents=True)
+    (fakes / "torch" / "__init__.py").write_text(f'raise ImportError("{HOSTILE}")\n')
+    plan = write(isolated / "plan.toml", '[[stacks]]\nframework = "torch"\nenv = "current"\n')
+    env = {"PYTHONPATH": str(fakes), "COLUMNS": "400"}  # wide: each reason on one line of its table
+    swept = run_cli("sweep", str(plan), env=env, check=0, timeout=300)  # the live output: a line per cell, then the tables
+    shown = {"sweep": swept.stdout + swept.stderr}
+    for name, args in (("results", []), ("cells", ["--cells"]), ("json", ["--json"]), ("md", ["--format", "md"]),
+                       ("csv", ["--format", "csv"]), ("junit", ["--format", "junit"])):
+        shown[name] = run_cli("results", *args, env={"COLUMNS": "400"}, check=0).stdout
+    run_cli("report", "-o", str(isolated / "report.html"), check=0)
+    shown["report"] = (isolated / "report.html").read_text()
+    run_cli("report", "--site", str(isolated / "site"), check=0)
+    shown["site"] = "".join(p.read_text() for p in (isolated / "site").rglob("*.html"))
+    for name, text in shown.items():
+        assert "internal error" not in text, (name, text)  # the reports keep the probe's traceback as evidence, JSON-escaped
+        assert _unprintable(text) == [], (name, text)
+    # what the error said is still there, each escape sequence taken out whole (no "]0;PWNED", no "[2J")
+    for name in ("sweep", "cells", "csv"):
+        said = " ".join(shown[name].split())
+        assert "ImportError: boom cleared red evil end" in said, (name, said)
+        assert "PWNED" not in said and "[2J" not in said, (name, said)
+
+
+def test_printable_takes_each_escape_sequence_out_whole():
+    from gpucompat.quoting import printable
+
+    assert printable("a\x1b]0;title\x07b\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\c") == "ablinkc"  # OSC ended by BEL or ESC \
+    assert printable("a\x1b[1;31mb\x1b[0m\x1b[2Jc\x9b2Kd") == "abcd"  # CSI, and its 8-bit form
+    assert printable("x\u202ey\u2066z\rw\x00v") == "x y z w v"  # bidirectional overrides and other controls: a space
+    assert printable("unended \x1b]0;title\nnext", lines=True) == "unended \nnext"  # an OSC never ended runs to the line's end
+    assert printable("plain text, unchanged: 12.4 ≥ 12.0") == "plain text, unchanged: 12.4 ≥ 12.0"

@@ -64,14 +64,14 @@ def bench_rows() -> list[dict]:
     return [
         figure(1),
         figure(1, dtype="fp16", value=647.3, spread=None),
-        figure(1, measurement="copy", dtype="", value=4260.0, unit="GB/s", spread=12.5, throttle=("sw_power_cap",)),
+        figure(1, measurement="copy", dtype="", value=4260.0, unit="GB/s", spread=12.5, throttle=("sw_power_cap", "hw_thermal")),
         figure(1, measurement="launch", dtype="", value=21.7, unit="us", spread=1.1),
         figure(6, gpu=EVIL, value=670.0),
     ]
 
 
 def export(rows=None, figures=None, sweep=None) -> str:
-    return to_prometheus(sweep or SWEEP, [display_row(r) for r in (sweep_rows() if rows is None else rows)],
+    return to_prometheus(sweep or SWEEP, [display_row(r, printable=False) for r in (sweep_rows() if rows is None else rows)],
                          [present(r) for r in (bench_rows() if figures is None else figures)])
 
 
@@ -225,7 +225,7 @@ def test_the_stored_h200_bench_sweep_as_the_cli_exports_it(tmp_path):
     store = Store(f"sqlite:///{db}")
     sweep = store.latest_sweep_id()
     result_rows, stored_figures = store.result_rows(sweep), store.bench_rows(sweep)
-    text = to_prometheus(store.sweep(sweep), [display_row(r) for r in result_rows], [present(r) for r in stored_figures])
+    text = to_prometheus(store.sweep(sweep), [display_row(r, printable=False) for r in result_rows], [present(r) for r in stored_figures])
     assert text.endswith("\n")
     for line in text.splitlines():
         assert line.startswith("# ") or SAMPLE.match(line), line

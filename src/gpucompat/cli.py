@@ -115,7 +115,7 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         from .report.rows import display_row
 
         # written as is: the collector reads the file byte for byte, and it ends with its one newline
-        sys.stdout.write(to_prometheus(sweep, [display_row(r) for r in store.result_rows(sweep_id)],
+        sys.stdout.write(to_prometheus(sweep, [display_row(r, printable=False) for r in store.result_rows(sweep_id)],
                                        [present(r) for r in store.bench_rows(sweep_id)]))
     elif fmt == "json":
         sys.stdout.write(export.to_json(sweep, verdicts) + "\n")

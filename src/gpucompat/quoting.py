@@ -16,9 +16,36 @@ from .errors import UserError
 # Anything that can end a line, and the bidirectional marks and overrides that reorder the text around
 # them in a terminal, a table or an editor (U+200E/F, U+202A-U+202E, U+2066-U+2069: "Trojan Source").
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# A terminal's escape sequences, each removed whole: CSI (ESC [ ... a final byte: colours, a cleared screen, a moved
+# cursor), OSC, DCS and the like (ESC ] ... up to BEL or ESC \\: a window title, a hyperlink), their 8-bit forms,
+# and ESC with one character. What is left of ESC alone is a control character like any other.
+_ESCAPE_SEQUENCE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+                              r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|$)"
+                              r"|\x1b[ -~]")
 # Characters a DAG file or an HTCondor submit value can carry unquoted: DAGMan splits its
 # lines on whitespace and has no quoting for paths.
 _CONDOR_PATH = re.compile(r"[A-Za-z0-9_./+@%,=-]+", re.ASCII)
+
+
+def printable(text: object, lines: bool = False) -> str:
+    """Text that came from a probe, a framework, a scheduler or a stored row, as it may be printed to a terminal, a
+    table or a report: escape sequences removed whole, every other control character and bidirectional mark or
+    override (U+202E) a space. `lines`: line breaks are kept (a log), else they are spaces too (a table cell)."""
+    text = _ESCAPE_SEQUENCE.sub("", str(text))
+    if lines:
+        return "\n".join(CONTROL_CHARACTERS.sub(" ", line) for line in text.split("\n"))
+    return CONTROL_CHARACTERS.sub(" ", text)
+
+
+def printable_values(value):
+    """printable() on every text inside a row, a list or a dict (a stored cell, the doctor's facts), the rest as it is."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {k: printable_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable_values(v) for v in value]
+    return value
 
 
 def shell_word(value: object) -> str:

@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .. import __version__
 from ..model import PASS, UNTESTED
+from ..quoting import printable
 from .rows import display_row, is_surprise, seed_table, troubled_gpus
 
 PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING", "UNTESTED"}
@@ -48,7 +49,7 @@ def _profiles(profiles: list[dict]) -> list[dict]:
         window = p["profile"]
         label = f"cell {p.get('cell', '?')}: {p.get('framework') or ''} {p.get('version') or ''} on {p.get('gpu') or ''}"
         if window.get("error"):
-            shown.append({"label": label, "error": str(window["error"].get("message") if isinstance(window["error"], dict) else window["error"])[:300]})
+            shown.append({"label": label, "error": printable(window["error"].get("message") if isinstance(window["error"], dict) else window["error"])[:300]})
             continue
         cost = window.get("overhead_outside")
         shown.append({"label": label, "steps": f"{window.get('steps')} steps from step {window.get('start')}",

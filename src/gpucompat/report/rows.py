@@ -8,10 +8,18 @@ from packaging.version import InvalidVersion, Version
 
 from ..analysis import collapse_runs, shown_python, shown_version
 from ..model import PASS, UNTESTED
+from ..quoting import printable_values
 
 
-def display_row(row: dict) -> dict:
-    """What a person reads about one cell; versions a `current` env only learns from its probe."""
+def display_row(row: dict, printable: bool = True) -> dict:
+    """What a person reads about one cell; versions a `current` env only learns from its probe. Every text in it is
+    printable (quoting.printable): a probe's error, a framework's version or a scheduler's answer may carry escape
+    sequences or bidirectional overrides, and every table, export and report is made from these rows. printable=False:
+    the texts exactly as stored, for a format with its own escaping that a program reads (Prometheus labels)."""
+    return printable_values(_display_row(row)) if printable else _display_row(row)
+
+
+def _display_row(row: dict) -> dict:
     version = shown_version(row)
     return {
         "cell": row["cell_id"],

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import Cell, Outcome
+from ..quoting import printable, printable_values
 
 CODE_STYLE = {"PASS": "green", "NO_MATCH": "yellow", "ENV_UNRESOLVABLE": "magenta", "TIMEOUT": "yellow", "INTERNAL": "red bold", "UNTESTED": "dim"}
 
@@ -167,7 +168,7 @@ class FitTable:
 
 
 def _text(value) -> Text:
-    return Text("" if value is None else str(value))
+    return Text("" if value is None else printable(value))
 
 
 def _duration(seconds) -> Text:
@@ -343,12 +344,13 @@ class RichProgress:
         self.bars.advance(self.tasks[name])
 
     def note(self, text: str) -> None:
-        self.bars.console.print(escape(text))
+        self.bars.console.print(escape(printable(text)))
 
     def cell_done(self, cell: Cell, outcome: Outcome) -> None:
-        self.bars.console.print(
-            f"  {code_text(outcome.code)} {escape(cell.stack.key)} on {escape(cell.target.key)}: {escape(outcome.summary[:200])}"
-        )
+        # the summary is the stack's own error text (or a scheduler's): printed as results prints it, escape sequences
+        # and bidirectional overrides taken out (quoting.printable)
+        self.bars.console.print(f"  {code_text(outcome.code)} {escape(printable(cell.stack.key))} on {escape(printable(cell.target.key))}: "
+                                f"{escape(printable(outcome.summary[:200]))}")
 
 
 VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
@@ -369,6 +371,7 @@ def runtimes_table(runtimes: list[dict]):
 def doctor_tables(result: dict) -> list:
     """The doctor's report: a summary line, then GPUs, frameworks, the CUDA environment (with
     warnings for what changes kernel loading), the CUDA libraries mapped, and verdicts with fixes."""
+    result = printable_values(result)  # GPU names, versions and errors the probe read on this machine
     items: list = [f"[bold]{escape(result['summary'])}[/]"]
     if result.get("next_step"):
         items.append(f"next: {escape(result['next_step'])}")
