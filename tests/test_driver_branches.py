@@ -195,3 +195,15 @@ def test_doctor_says_when_the_driver_does_not_drive_a_gpu_it_lists(monkeypatch):
 def test_a_laptop_part_listed_before_its_desktop_namesake_keeps_its_own_branch():
     assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5050", "570.172.08").code == "NO_DEVICE"  # desktop: R575 on
     assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5050 Laptop GPU", "570.172.08").verdict == "pass"
+
+
+def test_similar_names_do_not_borrow_each_others_rows():
+    assert driver_drives_rule("9.0", "NVIDIA H200", "535.104.05").code == "NO_DEVICE"
+    assert driver_drives_rule("9.0", "NVIDIA H20", "535.104.05").verdict == "pass"  # 'H20' is not the start of 'H200', nor the reverse
+    assert driver_drives_rule("9.0", "NVIDIA H20 NVL16", "575.51.03").code == "NO_DEVICE"
+    assert driver_drives_rule("8.9", "NVIDIA L20", "525.60.13").code == "NO_DEVICE"
+    assert driver_drives_rule("8.9", "NVIDIA L40", "525.60.13").verdict == "pass"
+    assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090 D v2", "575.64.05").code == "NO_DEVICE"
+    assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090 D", "575.64.05").verdict == "pass"
+    assert driver_drives_rule("9.0", "NVIDIA GH200 480GB", "535.104.05").verdict == "pass"
+    assert driver_drives_rule("9.0", "NVIDIA GH200 144G HBM3e", "550.54.14").code == "NO_DEVICE"
