@@ -323,3 +323,23 @@ def test_a_wheel_name_gives_its_release_and_pythons():
                       IndexFile("torch-2.15.0-cp312-cp312-win_amd64.whl", "u"), IndexFile("torch-2.15.0-cp314-cp314t-manylinux_2_28_x86_64.whl", "u", yanked=True)], "torch")
     assert sorted(found["2.15.0"]) == ["", "cu126"]
     assert found["2.15.0"][""].pythons == {"3.12"} and found["2.15.0"]["cu126"].pythons == {"3.13"}
+
+
+def test_a_release_past_the_packaged_list_is_learned_from_a_wheelhouse(wheelhouse, env, tmp_path):
+    """torch 2.16.0 is on no list the tables shipped with: the update adds its Python window and release list, so
+    explain knows it exists (and that 2.17.0, past it, does not), offline."""
+    folder = tmp_path / "wheelhouse"
+    shutil.copytree(wheelhouse, folder)
+    with zipfile.ZipFile(next(wheelhouse.glob("torch-*.whl"))) as archive:
+        library = archive.read("torch/lib/libtorch_cuda.so")
+    make_wheel(folder, "torch", "2.16.0", "cp313-cp313-manylinux_2_28_x86_64", {"torch/lib/libtorch_cuda.so": library},
+               ("nvidia-cuda-runtime==13.0.96",))
+    result = update(env, "--wheelhouse", str(folder), "--offline")
+    assert [e["release"] for e in result["learned"] if e["package"] == "torch"] == ["2.15", "2.16"]
+    assert "torch,2.16.0,3.13," in Path(env["GPUCOMPAT_KNOWLEDGE"], "python_wheels.csv").read_text()
+    proc = run_cli("explain", "torch==2.16.0", "--gpu", "H100", "--driver", "580.95.05", "--python", "3.13", "--json", env=env, check=0)
+    answer = json.loads(proc.stdout)
+    assert answer["verdict"] == "pass" and any(r["rule"] == "wheel for this Python" and "learned from the wheelhouse" in r["source"]
+                                               for r in answer["reasons"])
+    proc = run_cli("explain", "torch==2.17.0", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
+    assert "no such release" in proc.stderr and "go up to 2.16.0" in proc.stderr
