@@ -6,6 +6,7 @@ range requests, with PEP 691 JSON and PEP 503 HTML project pages. uv resolves th
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ KERNEL = "__global__ void add(float *a, int n) { int i = blockIdx.x * blockDim.x
          'extern "C" void launch(float *a, int n) { add<<<(n + 255) / 256, 256>>>(a, n); }\n'
 TORCH_ARCHS = (["sm_80", "sm_90"], ["compute_90"])  # what the new torch's library is built for
 JAX_ARCHS = (["sm_75", "sm_90"], ["compute_90"])
+TF_ARCHS = (["sm_75", "sm_80"], ["compute_80"])  # nvcc 13 builds nothing below sm_75
 
 
 # -- CUDA libraries: nvcc's, or the container nvcc writes ---------------------------------------------------
@@ -70,7 +72,9 @@ def cuda_library(work: Path, name: str, sass: list[str], ptx: list[str]) -> byte
 def make_wheel(folder: Path, name: str, version: str, tag: str, members: dict[str, bytes], requires: tuple[str, ...] = (),
                python: str = ">=3.10") -> Path:
     dist = f"{name.replace('-', '_')}-{version}"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: {python}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    extras = sorted({m.group(1) for r in requires if (m := re.search(r'extra == "([a-z-]+)"', r))})
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: {python}\n" + \
+        "".join(f"Provides-Extra: {e}\n" for e in extras) + "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {**members, f"{dist}.dist-info/METADATA": metadata.encode(),
              f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()}
     record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
@@ -95,6 +99,13 @@ def wheelhouse(tmp_path_factory) -> Path:
     make_wheel(folder, "jaxlib", "0.12.0", "cp312-cp312-manylinux_2_28_x86_64", {"jaxlib/__init__.py": b""})
     make_wheel(folder, "jax-cuda13-plugin", "0.12.0", "cp312-cp312-manylinux_2_28_x86_64",
                {"jax_cuda13_plugin/__init__.py": b"", "jax_cuda13_plugin/xla_cuda_plugin.so": jax_lib})
+    # TensorFlow 2.22 (its [and-cuda] extra pins CUDA 12.5 and cuDNN 9.3) and a CuPy release past the tables
+    tf_lib = cuda_library(work, "libtensorflow_cc.so", *TF_ARCHS)
+    make_wheel(folder, "tensorflow", "2.22.0", "cp312-cp312-manylinux_2_27_x86_64", {"tensorflow/libtensorflow_cc.so.2": tf_lib},
+               ('nvidia-cuda-runtime-cu12==12.5.82; extra == "and-cuda"', 'nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"'))
+    make_wheel(folder, "nvidia-cuda-runtime-cu12", "12.5.82", "py3-none-manylinux2014_x86_64", {"nvidia/cuda_runtime/__init__.py": b""}, python=">=3")
+    make_wheel(folder, "nvidia-cudnn-cu12", "9.3.0.75", "py3-none-manylinux2014_x86_64", {"nvidia/cudnn/__init__.py": b""}, python=">=3")
+    make_wheel(folder, "cupy-cuda13x", "14.3.0", "cp312-cp312-manylinux2014_x86_64", {"cupy/__init__.py": b""})
     return folder
 
 
@@ -237,8 +248,8 @@ def test_a_second_update_keeps_what_it_read_and_fetches_no_wheel(server, env):
     before = overlay_files(env)
     again = update(env, "--index", server.url)
     assert again["bytes_fetched"] == 0  # torch 2.15 and jax 0.12 were read the first time: only the index pages are read
-    assert {(e["package"], v["how"]) for e in again["learned"] for v in e["variants"]} == {("torch", "kept from the last update"),
-                                                                                           ("jax", "kept from the last update")}
+    assert {(e["package"], v["how"]) for e in again["learned"] for v in e["variants"] if e["package"] != "cupy-cuda13x"} == {
+        ("torch", "kept from the last update"), ("jax", "kept from the last update"), ("tensorflow", "kept from the last update")}
     assert overlay_files(env)["torch_builds.csv"] == before["torch_builds.csv"]
 
 
@@ -343,3 +354,21 @@ def test_a_release_past_the_packaged_list_is_learned_from_a_wheelhouse(wheelhous
                                                for r in answer["reasons"])
     proc = run_cli("explain", "torch==2.17.0", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
     assert "no such release" in proc.stderr and "go up to 2.16.0" in proc.stderr
+
+
+def test_tensorflow_and_cupy_releases_past_the_tables(server, env):
+    result = update(env, "--index", server.url)
+    tf = next(e for e in result["learned"] if e["package"] == "tensorflow")
+    assert (tf["release"], tf["variants"][0]["cuda"], tf["variants"][0]["how"]) == ("2.22", "12.5", "read")
+    row = next(r for r in csv.DictReader(Path(env["GPUCOMPAT_KNOWLEDGE"], "tensorflow_builds.csv").open()))
+    assert (row["cudnn"], row["pythons"], row["sass"], row["ptx"], row["min_cc"]) == ("9.3", "3.12-3.12", "sm_75;sm_80", "compute_80", "7.5")
+    cupy = next(e for e in result["learned"] if e["package"] == "cupy-cuda13x")
+    assert cupy["versions"] == ["14.3.0"]
+    answer = json.loads(run_cli("explain", "tensorflow==2.22.0", "--gpu", "A100", "--driver", "580.95.05", "--python", "3.12", "--json",
+                                env=env, check=0).stdout)
+    assert answer["verdict"] == "pass" and answer["spec"] == "tensorflow[and-cuda]==2.22.0"
+    assert any(r["rule"] == "architecture" and "learned from" in r["source"] for r in answer["reasons"])
+    answer = json.loads(run_cli("explain", "cupy-cuda13x==14.3.0", "--gpu", "H100", "--driver", "580.95.05", "--python", "3.12", "--json",
+                                env=env, check=0).stdout)
+    assert answer["verdict"] == "pass" and any("learned from" in r["source"] for r in answer["reasons"])
+

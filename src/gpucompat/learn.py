@@ -324,6 +324,9 @@ class Learner:
         for series, versions in sorted(by_series.items(), key=lambda item: Version(item[0])):
             if series in kept:
                 self._keep("tensorflow_builds", key=lambda r, s=series: r["release"] == s)
+                self.learned.append({"package": "tensorflow", "release": series, "versions": sorted(versions, key=Version), "bytes": 0,
+                                     "variants": [{"variant": "and-cuda", "cuda": r["cuda"], "sass": r["sass"], "ptx": r["ptx"],
+                                                   "how": "kept from the last update"} for r in _learned("tensorflow_builds") if r["release"] == series]})
                 continue
             first = min(versions, key=Version)
             release = found[first][""] if "" in found[first] else next(iter(found[first].values()))
