@@ -298,6 +298,8 @@ def test_bad_inputs_are_one_sentence(env, tmp_path):
     assert "is not a directory" in proc.stderr
     proc = update(env, "--wheelhouse", str(tmp_path), "--index", "http://127.0.0.1:9/simple/", check=2)
     assert "not both" in proc.stderr
+    proc = update(env, "--wheelhouse", str(tmp_path), "--plan", str(tmp_path / "no" / "such" / "new.toml"), check=2)
+    assert "does not exist" in proc.stderr
 
 
 # -- the readers ---------------------------------------------------------------------------------------------

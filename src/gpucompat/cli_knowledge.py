@@ -66,6 +66,8 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
             raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
         if plan is not None and plan.exists() and plan.is_dir():
             raise UserError(f"--plan {plan} is a directory; give a file name such as new.toml.")
+        if plan is not None and not plan.resolve().parent.is_dir():  # said before anything is fetched
+            raise UserError(f"--plan {plan}: the folder {plan.resolve().parent} does not exist.")
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err.real(), transient=True) as progress:
@@ -77,7 +79,11 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
                 from .plan import parse_plan
 
                 parse_plan(text, str(plan))  # a plan sweep refuses is a bug here, not a file to leave behind
-                plan.write_text(text, encoding="utf-8")
+                try:
+                    plan.write_text(text, encoding="utf-8")
+                except OSError as exc:
+                    raise UserError(f"--plan {plan} cannot be written ({exc.strerror or exc}); the knowledge was updated, "
+                                    "so `gpucompat knowledge update --plan OTHER.toml` writes the plan without fetching again.") from None
             result["plan"] = str(plan) if text is not None else None
         if json_out:
             _print_json(result)

@@ -35,7 +35,7 @@ class NoRanges(Exception):
     """The server answered a range request with the whole file: reading kernels would mean downloading it."""
 
 
-class IndexError_(UserError):
+class IndexFailed(UserError):
     """The index did not answer as an index: one sentence, and the update changes nothing."""
 
 
@@ -94,7 +94,7 @@ class Index:
         except urllib.error.HTTPError:
             raise
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise IndexError_(f"the index {self.label} does not answer ({getattr(exc, 'reason', None) or exc}); nothing was changed.") from None
+            raise IndexFailed(f"the index {self.label} does not answer ({getattr(exc, 'reason', None) or exc}); nothing was changed.") from None
 
     def files(self, project: str) -> list[IndexFile] | None:
         """Every file the index lists for a project; None where the index has no such project (404)."""
@@ -112,7 +112,7 @@ class Index:
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None
-            raise IndexError_(f"the index {self.label} answered {exc.code} for {project}; nothing was changed.") from None
+            raise IndexFailed(f"the index {self.label} answered {exc.code} for {project}; nothing was changed.") from None
         with response:
             body = response.read()
             kind = response.headers.get("Content-Type", "")
@@ -125,7 +125,7 @@ class Index:
             links = _Links()
             links.feed(body.decode("utf-8", "replace"))
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise IndexError_(f"the index {self.label} answered for {project} with a page that is no simple-API page; nothing was changed.") from None
+            raise IndexFailed(f"the index {self.label} answered for {project} with a page that is no simple-API page; nothing was changed.") from None
         return [IndexFile(text or href.rsplit("/", 1)[-1].split("#")[0], urllib.parse.urljoin(page, href.split("#")[0]), None, yanked)
                 for href, text, yanked in links.links]
 
@@ -178,7 +178,7 @@ class RangeFile(io.RawIOBase):
         try:
             response = index._get(url, {"Range": "bytes=-65536"})  # the zip's end: its central directory, usually
         except urllib.error.HTTPError as exc:
-            raise IndexError_(f"the index {index.label} answered {exc.code} for {url.rsplit('/', 1)[-1]}; nothing was changed.") from None
+            raise IndexFailed(f"the index {index.label} answered {exc.code} for {url.rsplit('/', 1)[-1]}; nothing was changed.") from None
         with response:
             span = response.headers.get("Content-Range", "")
             if response.status != 206 or not re.fullmatch(r"bytes \d+-\d+/\d+", span):
@@ -207,7 +207,7 @@ class RangeFile(io.RawIOBase):
         try:
             response = self.index._get(self.url, {"Range": f"bytes={start}-{end}"})
         except urllib.error.HTTPError as exc:
-            raise IndexError_(f"the index {self.index.label} answered {exc.code} while {self.url.rsplit('/', 1)[-1]} was read; "
+            raise IndexFailed(f"the index {self.index.label} answered {exc.code} while {self.url.rsplit('/', 1)[-1]} was read; "
                               "nothing was changed.") from None
         with response:
             if response.status != 206:
@@ -215,7 +215,7 @@ class RangeFile(io.RawIOBase):
             data = response.read()
         self.index.fetched += len(data)
         if len(data) != end - start + 1:
-            raise IndexError_(f"the index {self.index.label} cut {self.url.rsplit('/', 1)[-1]} short; nothing was changed.")
+            raise IndexFailed(f"the index {self.index.label} cut {self.url.rsplit('/', 1)[-1]} short; nothing was changed.")
         for number in range(first, last + 1):
             self.blocks.pop(number, None)
             self.blocks[number] = data[(number - first) * self.BLOCK:(number - first + 1) * self.BLOCK]
@@ -364,7 +364,7 @@ def is_library(name: str) -> bool:
 
 def wheel_archs(index: Index, item: IndexFile, wanted) -> tuple[Archs, list[str]]:
     """The kernels of a wheel's CUDA libraries (`wanted(member name)` picks which count), and the members read.
-    NoRanges where the server ignores range requests; IndexError_ where it fails or the file is no wheel."""
+    NoRanges where the server ignores range requests; IndexFailed where it fails or the file is no wheel."""
     handle = index.open(item)
     try:
         with zipfile.ZipFile(handle) as archive:
@@ -378,7 +378,7 @@ def wheel_archs(index: Index, item: IndexFile, wanted) -> tuple[Archs, list[str]
                     read.append(f"{info.filename.rsplit('/', 1)[-1]} ({how})")
             return found, read
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, struct.error) as exc:
-        raise IndexError_(f"{item.filename} from {index.label} is not a readable wheel ({exc.__class__.__name__}); nothing was changed.") from None
+        raise IndexFailed(f"{item.filename} from {index.label} is not a readable wheel ({exc.__class__.__name__}); nothing was changed.") from None
     finally:
         handle.close()
 
