@@ -183,8 +183,8 @@ def test_an_unknown_gpu_name_is_uncertain_and_the_cc_free_rules_still_judge():
     assert unknown["verdict"] == "uncertain" and unknown["target"]["cc"] is None
     assert any(r["text"] == "the GPU's compute capability is not known" for r in unknown["reasons"])
     # what does not depend on the GPU is still known: no torch 2.9 wheel for Python 3.9
-    assert explain("torch==2.9.0", "Radeon", None, "570.86.10", "3.9")["code"] == "ENV_UNRESOLVABLE"
-    assert explain("torch==2.11.0", "Radeon", None, "535.104.05")["code"] == "DRIVER_TOO_OLD"
+    assert explain("torch==2.9.0", "NVIDIA Fantasy 9000", None, "570.86.10", "3.9")["code"] == "ENV_UNRESOLVABLE"
+    assert explain("torch==2.11.0", "NVIDIA Fantasy 9000", None, "535.104.05")["code"] == "DRIVER_TOO_OLD"
 
 
 def test_known_defects_fail_a_release_the_minimums_would_pass():
