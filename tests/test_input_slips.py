@@ -326,3 +326,60 @@ def test_printable_takes_each_escape_sequence_out_whole():
     assert printable("x\u202ey\u2066z\rw\x00v") == "x y z w v"  # bidirectional overrides and other controls: a space
     assert printable("unended \x1b]0;title\nnext", lines=True) == "unended \nnext"  # an OSC never ended runs to the line's end
     assert printable("plain text, unchanged: 12.4 ≥ 12.0") == "plain text, unchanged: 12.4 ≥ 12.0"
+
+
+# -- 6. the fat-binary reader survives a file truncated under it ----------------------------------------------------
+
+TRUNCATE_ON_FIRST_READ = '''
+import os
+_pread, _target = os.pread, os.environ["GPUCOMPAT_TEST_TRUNCATE"]
+def pread(fd, count, at):
+    """The first read of the file: it is cut to half first, as `cp` over it in place would, after it was opened."""
+    if os.path.exists(_target) and os.readlink("/proc/self/fd/%d" % fd) == _target and os.path.getsize(_target) > 1024:
+        os.truncate(_target, os.path.getsize(_target) // 2)
+    return _pread(fd, count, at)
+os.pread = pread
+'''
+
+
+def _library(path: Path) -> Path:
+    from test_inspect import SYNTHETIC  # an ELF with a .nv_fatbin section of SASS and PTX entries, as nvcc lays it out
+
+    path.write_bytes(SYNTHETIC + b"\0" * 4096)  # the section table stays where the header says, inside the first half
+    return path
+
+
+def test_inspect_of_a_library_cut_short_under_it_is_one_sentence(isolated):
+    """The real command, with the file truncated between its open and its first read (sitecustomize on PYTHONPATH):
+    the mapped reader died of SIGBUS here with no message; the reader by offset says what happened."""
+    hooks = isolated / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(TRUNCATE_ON_FIRST_READ)
+    library = _library(isolated / "libcut.so")
+    whole = library.stat().st_size
+    proc = run_cli("inspect", str(library), env={"PYTHONPATH": str(hooks), "GPUCOMPAT_TEST_TRUNCATE": str(library)})
+    assert library.stat().st_size == whole // 2, "the file was cut while inspect read it"
+    refused(proc, f"{str(library)!r} became shorter while it was read (copied over or truncated meanwhile); inspect it again once it is whole.")
+
+
+def test_the_probes_reader_reads_by_offset_and_names_a_file_that_shrank(tmp_path, monkeypatch):
+    from gpucompat.probe import fatbin
+
+    library = _library(tmp_path / "lib.so")
+    assert fatbin.read_file(str(library)).sass == {"sm_80", "sm_90a"}  # whole: its kernels
+    real = os.pread
+
+    def cut_first(fd, count, at):
+        if os.path.getsize(library) > 1024:
+            os.truncate(library, 200)  # the ELF header survives, the section table it points to does not
+        return real(fd, count, at)
+
+    monkeypatch.setattr(os, "pread", cut_first)
+    with pytest.raises(fatbin.Shrank):
+        fatbin.read_file(str(library))
+    monkeypatch.setattr(os, "pread", real)
+    assert "mmap" not in Path(fatbin.__file__).read_text()  # nothing maps a file: a mapping dies of SIGBUS when it shrinks
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with pytest.raises(ValueError, match="not a regular file"):  # opened without waiting for a writer
+        fatbin.read_file(str(pipe))

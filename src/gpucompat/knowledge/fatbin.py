@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..errors import UserError
-from ..probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, Archs, Truncated, _arch_key, inspect_bytes, read_file  # noqa: F401 (re-exported)
+from ..probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, Archs, Shrank, Truncated, _arch_key, inspect_bytes, read_file  # noqa: F401 (re-exported)
 
 def inspect_file(path: Path, strict: bool = False, skipped: dict[str, str] | None = None) -> Archs:
     """Kernels in one file. `strict` (a file named on the command line): a file that cannot be
@@ -22,6 +22,11 @@ def inspect_file(path: Path, strict: bool = False, skipped: dict[str, str] | Non
     in `skipped` (path -> why) where one is given."""
     try:
         return read_file(path)
+    except Shrank:  # read by offset, never mapped: a file cut short under us is a sentence, not a SIGBUS
+        if strict:
+            raise UserError(f"{_shown(str(path))} became shorter while it was read (copied over or truncated meanwhile); "
+                            "inspect it again once it is whole.") from None
+        why = "changed while read"
     except Truncated:
         if strict:
             raise UserError(f"{_shown(str(path))} is truncated or not an ELF file: its section table or .nv_fatbin lies past its end.") from None

@@ -9,11 +9,15 @@ PTX ISA version, which names the toolkit that made it) and flags (0x100000: arch
 `sm_XYa`). Layout checked against cuobjdump --list-elf/--list-ptx on binaries built by nvcc 13
 (tests/test_inspect.py). The probe reads a CUDA library it mapped with it (the library rung);
 gpucompat's `inspect` (knowledge/fatbin.py) reads wheels and directories with it.
+
+A file is read by offset (os.pread) in small pieces, never mapped: a library copied over in place while it
+is read comes up short, which is Truncated (or Shrank), where a mapping would kill the process with SIGBUS.
 """
 
 from __future__ import annotations
 
-import mmap
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 
@@ -46,26 +50,87 @@ class Truncated(Exception):
     """An ELF image whose header or section table points past its end."""
 
 
+class Shrank(Truncated):
+    """A file that became shorter while it was read (copied over in place, or truncated)."""
+
+
 ELF64_HEADER, SECTION_HEADER = 64, struct.Struct("<IIQQQQI")  # name, type, flags, addr, offset, size, link
+_CONTAINER, _FLAGS = struct.Struct("<IHHQ"), struct.Struct("<Q")  # magic, version, header size, fat size; an entry's flags
+
+
+class _File:
+    """A file read by offset, in the pieces asked for; what lies past its end now reads short (never a SIGBUS).
+    len() is the size it had when opened; slices and find() are those of bytes."""
+
+    BLOCK = 1 << 16  # entry headers sit a payload apart, often within one block: one read serves several
+
+    def __init__(self, fd: int, size: int):
+        self.fd, self.size = fd, size
+        self.block_at, self.block = 0, b""
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key):
+        if not isinstance(key, slice):
+            piece = self[key:key + 1]
+            if not piece:
+                raise IndexError(key)
+            return piece[0]
+        start, stop = max(0, key.start or 0), min(self.size, self.size if key.stop is None else key.stop)
+        if stop <= start:
+            return b""
+        if not (self.block_at <= start and stop <= self.block_at + len(self.block)):
+            self.block_at, self.block = start, self._read(start, max(stop - start, self.BLOCK))
+        return self.block[start - self.block_at:stop - self.block_at]
+
+    def _read(self, at: int, count: int) -> bytes:
+        if hasattr(os, "pread"):
+            return os.pread(self.fd, count, at)
+        os.lseek(self.fd, at, 0)
+        return os.read(self.fd, count)
+
+    def find(self, needle: bytes, start: int, end: int) -> int:
+        """bytes.find over [start, end), read in windows that grow from 4 KiB (the next container is usually
+        right there) to 1 MiB (a gap of payload)."""
+        window, at = 4096, max(0, start)
+        while at < end:
+            piece = self[at:min(end, at + window)]
+            hit = piece.find(needle)
+            if hit >= 0:
+                return at + hit
+            if at + len(piece) >= end or len(piece) < window:  # the end, or the file came up short
+                return -1
+            at += len(piece) - len(needle) + 1
+            window = min(window * 2, 1 << 20)
+        return -1
+
+
+def _unpack(layout: struct.Struct, data, at: int) -> tuple:
+    """layout's fields at `at`, read as a slice (a file's or bytes'); Truncated if they lie past the end."""
+    raw = data[at:at + layout.size]
+    if at < 0 or len(raw) < layout.size:
+        raise Truncated
+    return layout.unpack(raw)
 
 
 def fatbin_section(data) -> tuple[int, int] | None:
     """(offset, size) of .nv_fatbin in a little-endian ELF64 image; None if it is not one or
     has no such section; Truncated if its header, section table or that section lies past the end."""
-    if len(data) < 6 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    head = data[:ELF64_HEADER]
+    if len(head) < 6 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         return None
-    if len(data) < ELF64_HEADER:
+    if len(head) < ELF64_HEADER:
         raise Truncated
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    shoff, = struct.unpack_from("<Q", head, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
     if not shoff:
         return None  # no section table: nothing to find
 
     def header(index: int) -> tuple:
-        at = shoff + index * shentsize
-        if shentsize < SECTION_HEADER.size or at + SECTION_HEADER.size > len(data):
+        if shentsize < SECTION_HEADER.size or shoff + index * shentsize + SECTION_HEADER.size > len(data):
             raise Truncated
-        return SECTION_HEADER.unpack_from(data, at)
+        return _unpack(SECTION_HEADER, data, shoff + index * shentsize)
 
     if shnum == 0 or shstrndx == 0xFFFF:  # more sections than the header fields hold: the real numbers sit in section 0
         first = header(0)
@@ -75,9 +140,12 @@ def fatbin_section(data) -> tuple[int, int] | None:
         return None  # no section names: nothing to find
     if shoff + shnum * shentsize > len(data):
         raise Truncated
+    table = data[shoff:shoff + shnum * shentsize]  # the whole section table in one read (a few KiB)
+    if len(table) < shnum * shentsize:
+        raise Truncated
     names_at = header(shstrndx)[4]
     for index in range(shnum):
-        name, _type, _flags, _addr, offset, size, _link = header(index)
+        name, _type, _flags, _addr, offset, size, _link = SECTION_HEADER.unpack_from(table, index * shentsize)
         start = names_at + name
         if start + len(b".nv_fatbin") < len(data) and data[start:start + 11] == b".nv_fatbin\0":
             if offset + size > len(data):
@@ -92,22 +160,28 @@ def scan(data, start: int = 0, end: int | None = None) -> Archs:
     end = len(data) if end is None else max(0, min(end, len(data)))
     found = Archs()
     pos = data.find(FATBIN_MAGIC, max(0, start), end)
-    while 0 <= pos and pos + 16 <= end:
-        _magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, pos)
-        entry, container_end = pos + header_size, min(pos + header_size + fat_size, end)
-        while entry + 0x30 <= container_end:  # the entry fields read below end at 0x30
-            kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(data, entry)
-            if size < 64:
-                break
-            flags, = struct.unpack_from("<Q", data, entry + 0x28)
-            found.entries += 1
-            if kind == KIND_PTX:
-                found.ptx.add(f"compute_{sm}")
-                found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
-            elif kind in (KIND_ELF, KIND_ELF_ALT):
-                found.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
-            entry += size + padded
-        pos = data.find(FATBIN_MAGIC, max(container_end, pos + 4), end)
+    try:
+        while 0 <= pos and pos + 16 <= end:
+            _magic, _version, header_size, fat_size = _unpack(_CONTAINER, data, pos)
+            entry, container_end = pos + header_size, min(pos + header_size + fat_size, end)
+            while entry + 0x30 <= container_end:  # the entry fields read below end at 0x30
+                fields = data[entry:entry + 0x30]
+                if len(fields) < 0x30:
+                    raise Truncated
+                kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(fields)
+                if size < 64:
+                    break
+                flags, = _FLAGS.unpack_from(fields, 0x28)
+                found.entries += 1
+                if kind == KIND_PTX:
+                    found.ptx.add(f"compute_{sm}")
+                    found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
+                elif kind in (KIND_ELF, KIND_ELF_ALT):
+                    found.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
+                entry += size + padded
+            pos = data.find(FATBIN_MAGIC, max(container_end, pos + 4), end)
+    except Truncated:  # a file that came up short while it was read: what was read stands (read_file says it shrank)
+        pass
     return found
 
 
@@ -126,11 +200,23 @@ def inspect_bytes(data) -> Archs:
 
 
 def read_file(path) -> Archs:
-    """The kernels in one file, mapped rather than read (CUDA libraries run to hundreds of MB, and only
-    their headers are read). Raises Truncated for a damaged ELF image, OSError or ValueError for a
-    file that cannot be read or mapped."""
-    with open(path, "rb") as handle:
-        if handle.seek(0, 2) == 0:  # an empty file cannot be mapped
-            return Archs()
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _kernels(data)
+    """The kernels in one file, read by offset (CUDA libraries run to hundreds of MB, and only their headers are
+    read). Raises Truncated for a damaged ELF image, Shrank for a file cut short while it was read, OSError or
+    ValueError for a file that cannot be read or is not a regular file (opened without waiting on a named pipe)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        data = _File(fd, info.st_size)
+        try:
+            found = _kernels(data)
+        except Truncated:
+            if os.fstat(fd).st_size < info.st_size:
+                raise Shrank from None
+            raise
+        if os.fstat(fd).st_size < info.st_size:  # cut short under us: what was read may be missing kernels
+            raise Shrank
+        return found
+    finally:
+        os.close(fd)
