@@ -81,8 +81,8 @@ def test_the_nearest_yes_comes_from_advise_own_search():
 
     advised = advise("torch", "V100", None, "470", None, [], limit=1)["predicted"][0]
     newest = next(n for n in explain("torch==2.4", "V100", None, "470")["nearest"] if n["kind"] == "newest")
-    assert (advised["version"], advised["variant"]) == ("2.7.*", newest["variant"]) and newest["version"].startswith("2.7.")
-    assert newest["install"]["pip"] == advised["commands"]["pip"].replace("2.7.*", newest["version"])
+    assert (advised["version"], advised["variant"]) == ("2.7.1", newest["variant"]) == (newest["version"], newest["variant"])  # exact, never 2.7.*
+    assert newest["install"]["pip"] == advised["commands"]["pip"]
 
 
 def test_jax_without_an_extra_means_the_gpu_build_and_jax_cpu_gets_the_nearest_yes():
@@ -107,7 +107,8 @@ def test_a_stack_no_driver_can_save_has_no_driver_line_and_a_release_the_tables_
     assert arch["code"] == "ARCH_UNSUPPORTED" and "driver" not in [n["kind"] for n in arch["nearest"]]
     assert next(n for n in arch["nearest"] if n["kind"] == "newest")["variant"].startswith("cu12")  # a build with sm_120
     unknown = explain("torch==2.15.0", None, "9.0", "580.65.06")  # on PyPI, newer than the packaged build tables
-    assert unknown["verdict"] == "uncertain" and [n["kind"] for n in unknown["nearest"]] == ["newest"]
+    assert unknown["verdict"] == "uncertain" and [(n["kind"], n["spec"]) for n in unknown["nearest"]][0] == ("older", "torch==2.14.1")
+    assert [n["kind"] for n in unknown["nearest"]] == ["older", "newest"]  # the same build one release down, then the newest
     assert any("gpucompat knowledge update" in note for note in unknown["notes"])
     with pytest.raises(UserError, match="torch 99: no such release .* go up to 2.15.0"):  # not on the index at all
         explain("torch==99", None, "9.0", "580.65.06")

@@ -370,7 +370,7 @@ def explain(
     pool: Optional[str] = typer.Option(None, "--pool", help="Answer for every GPU class of a site: slurm, htcondor, kubernetes (discovered as "
                                        "a sweep does) or a plan file's targets."),
     sources: bool = typer.Option(False, "--sources", help="Print each source in full (default: short references listed at the end)."),
-    exit_code: bool = typer.Option(False, "--exit-code", help="Exit 0 for pass, 1 for fail, 3 for uncertain (with --pool: the best class)."),
+    exit_code: bool = typer.Option(False, "--exit-code", help="Exit 0 for pass, 1 for fail, 3 for uncertain, 4 for conditional (it needs the system's CUDA libraries; with --pool: the best class)."),
     db: Optional[str] = typer.Option(None, help=DB_HELP + " Its observed cells answer first; the rules' prediction is shown beside them."),
     source: Optional[str] = typer.Option(None, "--source", help="Only observations from local, imported, or one site's bundles."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -399,8 +399,9 @@ def explain(
 
         for item in view(result, sources, wide):
             out.print(item, crop=False)  # each fits the width; install commands are whole lines, never cut
-    if exit_code:  # 0 pass, 1 fail, 3 uncertain (an internal error, also 3, prints "internal error:" on stderr and no answer)
-        raise typer.Exit({"pass": 0, "fail": 1, "uncertain": 3}[result["verdict"]])
+    if exit_code:  # 0 pass, 1 fail, 3 uncertain (an internal error, also 3, prints "internal error:" on stderr and no answer),
+        # 4 conditional: it runs on the GPU only where the system has the CUDA libraries it names
+        raise typer.Exit({"pass": 0, "fail": 1, "uncertain": 3, "conditional": 4}[result["verdict"]])
 
 
 @app.command()
@@ -520,7 +521,7 @@ def _advise_conda(result: dict, python: str | None) -> None:
 
     items = result["observed"] + result["predicted"]
     if not items:
-        raise UserError(f"nothing to advise for {result['framework']} on this GPU and driver, so no environment file; see --explain.")
+        raise UserError(f"nothing to advise, so no environment file: {result.get('empty') or 'see --explain.'}")
     item, t = items[0], result["target"]
     comment = (f"gpucompat advise: {result['framework']} {item['version']} [{item['variant']}] for {t['gpu'] or 'CC ' + t['cc']}, "
                f"driver {t['driver']} ({item['source']})\nconda-forge may not carry every PyPI release: solve it before use "
@@ -561,17 +562,10 @@ def advise(
     if json_out:
         _print_json(result)
         return
-    from .report.terminal import AdviseTable
+    from .report.answers import advise_view
 
-    t = result["target"]
-    for note in result["notes"]:
-        out.print(f"[dim]note:[/] {escape(note)}")
-    out.print(f"{result['framework']} for {escape(t['gpu'] or 'compute capability ' + t['cc'])} (CC {t['cc']}), driver {escape(t['driver'])} (CUDA {t['driver_cuda'] or '?'})")
-    out.print(AdviseTable(result), crop=False)  # install commands are never cut: in the table when they fit, else whole lines below it
-    if explain_left_out:
-        from .report.terminal import left_out_table
-
-        out.print(left_out_table(result["left_out"]))
+    for item in advise_view(result, explain_left_out):
+        out.print(item, crop=False)  # install commands are never cut: in the table when they fit, else whole lines below it
 
 
 @app.command()

@@ -8,8 +8,11 @@ import json
 from packaging.version import InvalidVersion, Version
 
 from ..knowledge import tables
-from ..knowledge.rules import FAIL, PASS, Reason, driver_drives_rule, driving_branch, predict_stack
+from ..knowledge.rules import FAIL, PASS, Reason, driver_drives_rule, driving_branch, predict_stack, wheel_package
 from .asked import Asked, read_advice
+from .conditions import CONDITIONAL, system_libraries
+from .drivers import oldest_driver
+from .questions import judgeable, known_releases, spec_text
 
 
 def install_command(framework: str, version: str, variant: str) -> str:
@@ -133,27 +136,91 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
     refuted = {(row["version"].split("+")[0], row["variant"]) for row in observed_rows
                if row["framework"] == framework and row["code"] not in ("PASS", "UNTESTED", "PENDING")
                and (row["python"] == python if row["stage"] == "resolve" else row["cc"] == where["cc"])}
-    predicted = []
+    # each candidate series as the newest of its releases that runs here (with this Python): an exact version, never X.Y.*;
+    # self-contained builds first, those that need the system's CUDA libraries (answers/conditions.py) after them
+    self_contained, conditional = [], []
     for version, variant in _candidates(framework):
-        if len(predicted) >= limit:
+        if len(self_contained) >= limit:
             break
         release = version.replace(".*", "")
         if any(v == release or v.startswith(release + ".") and version.endswith(".*") for v, var in refuted if var == variant):
             left_out.append({"source": "observed", "version": version, "variant": variant, "why": "a stored sweep saw it fail on this GPU class"})
             continue
-        p = predict_stack(framework, _release(framework, version, variant), variant, where["cc"], driver, python, gpu=name)
+        exact, p = _first_running(framework, version, variant, where["cc"], driver, python, name)
         if p.verdict != PASS:
-            left_out.append({"source": "predicted", "version": version, "variant": variant, "why": _why_not(p)})
+            left_out.append({"source": "predicted", "version": exact, "variant": variant, "why": _why_not(p)})
             continue
-        shown = version if framework != "cuda-runtime" else release
-        predicted.append({"source": "predicted", "version": version, "variant": variant, "warnings": p.warnings,
-                          "install": install_command(framework, shown, variant),
-                          "commands": install_commands(framework, shown, variant, p.resolved.get("cuda_runtime")),
-                          "reasons": [r.text for r in p.reasons]})
-    return {"framework": framework, "notes": list(asked.notes), "target": asked.target_view(),
-            "observed": observed[:limit], "predicted": predicted,
-            "left_out": left_out,
-            "note": "observed: a stored sweep ran it on this GPU class; predicted: the knowledge rules expect it to work, not run"}
+        needs = system_libraries(framework, exact, variant)
+        item = {"source": "predicted", "version": exact, "variant": variant, "verdict": CONDITIONAL if needs else PASS,
+                **({"needs": needs} if needs else {}), "warnings": p.warnings,
+                "install": install_command(framework, exact, variant),
+                "commands": install_commands(framework, exact, variant, p.resolved.get("cuda_runtime")),
+                "reasons": [r.text for r in p.reasons]}
+        (conditional if needs else self_contained).append(item)
+    predicted = (self_contained + conditional)[:limit]
+    result = {"framework": framework, "notes": list(asked.notes), "target": asked.target_view(),
+              "observed": observed[:limit], "predicted": predicted,
+              "left_out": left_out,
+              "note": "observed: a stored sweep ran it on this GPU class; predicted: the knowledge rules expect it to work, not run"}
+    if not observed and not predicted:
+        result["empty"] = why_empty(asked, left_out)
+    return result
+
+
+def judgeable_releases(framework: str, variant: str) -> list[Version]:
+    """The final releases the knowledge can judge, oldest first (JAX: jaxlib's and the CUDA plugins' file lists)."""
+    found = set(known_releases(framework, variant))
+    if framework == "jax":
+        for plugin in ("jax-cuda12-plugin", "jax-cuda13-plugin"):
+            found |= {tables.version(r["version"]) for r in tables.table("python_wheels") if r["package"] == plugin and r["pythons"]}
+    return sorted(v for v in found if v is not None and not v.is_prerelease and not v.is_devrelease and judgeable(framework, v))
+
+
+def _series_releases(framework: str, version: str, variant: str) -> list[str]:
+    """A candidate's releases, newest first: every X.Y.z of an X.Y.* series (JAX: of the plugin's minor series) the
+    knowledge holds; the candidate itself where the tables hold none."""
+    if framework == "cuda-runtime":
+        return [version]
+    plain = _key(version)
+    series = plain.release[:len(plain.release) if version.endswith(".*") else 2]
+    found = [str(v) for v in reversed(judgeable_releases(framework, variant)) if v.release[:len(series)] == series]
+    return found or [version]
+
+
+def _first_running(framework: str, version: str, variant: str, cc: str, driver: str, python: str | None, gpu: str | None):
+    """(exact version, prediction): the newest release of the candidate's series predicted to run; else its newest, judged."""
+    first = None
+    for exact in _series_releases(framework, version, variant):
+        p = predict_stack(framework, _release(framework, exact, variant), variant, cc, driver, python, gpu=gpu)
+        if p.verdict == PASS:
+            return exact, p
+        first = first or (exact, p)
+    return first
+
+
+def why_empty(asked: Asked, left_out: list[dict]) -> str:
+    """One sentence for an empty advice: why nothing is advised, and what would work (another Python, a newer driver)."""
+    framework, where, python = asked.framework, asked.target, asked.python
+    gpu = where.get("matched") or where.get("gpu")
+    here = f"{gpu or 'compute capability ' + where['cc']} with driver {where['driver']}" + (f" and Python {python}" if python else "")
+    said = f"No {framework} release the knowledge holds is predicted to run on {here}"
+    if python:  # where the Python is what is in the way: the newest stack that runs with another, and which Pythons it has
+        for version, variant in _candidates(framework):
+            exact, p = _first_running(framework, version, variant, where["cc"], where["driver"], None, gpu)
+            if p.verdict == PASS:
+                package = wheel_package(framework, variant)
+                row, _newest = tables.python_wheels(package, _release(framework, exact, variant)) if package else (None, None)
+                pythons = [v for v in (row["pythons"].split(";") if row and row["pythons"] else []) if v[-1:].isdigit()]
+                with_python = f" with Python {pythons[0]} to {pythons[-1]}" if len(pythons) > 1 else f" with Python {pythons[0]}" if pythons else ""
+                return (f"{said}: every release that runs on this GPU and driver lacks wheels for Python {python}. "
+                        f"{spec_text(framework, exact, variant)} would run{with_python} ({install_command(framework, exact, variant)}).")
+    for version, variant in _candidates(framework):  # a newer driver for the newest candidate that one would make run
+        exact = _series_releases(framework, version, variant)[0]
+        newer = oldest_driver(framework, _release(framework, exact, variant), variant, where["cc"], where["driver"], python, gpu)
+        if newer is not None:
+            return f"{said}. Driver {newer['driver']} or newer would run {spec_text(framework, exact, variant)} (an administrator's change)."
+    first = left_out[0]["why"] if left_out else "the knowledge holds no candidate"
+    return f"{said}; the newest was left out for {first} (--explain lists every candidate with why)."
 
 
 def undriven_sentence(framework: str, where: dict, drives: Reason) -> str:

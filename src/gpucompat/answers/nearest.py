@@ -1,9 +1,13 @@
 """The nearest yes: after a no (or an uncertain), what would work on the same GPU and driver.
 
-In this order: the same release in another variant (torch==2.4.1+cu118 for torch==2.4.1), the
-framework's newest release that passes (advise's own search, limited to one), and the oldest
-driver that would make the asked stack pass. Each stack comes with the commands that install it,
-from advise's `install_commands`; a driver is an administrator's change, so it comes with none.
+In this order, the smallest change first: the same release in another build (torch==2.4.1+cu118 for
+torch==2.4.1); the nearest release down and the nearest up that run, each in whichever of its builds
+runs (torch==2.7.0+cu128 for torch==2.6.0 on a Blackwell GPU); the framework's newest release that
+runs (advise's own search, limited to one); where only the Python is in the way, the Pythons the
+release has wheels for; and the oldest driver that would make the asked stack run. Each stack comes
+with the commands that install it, from advise's `install_commands`; a driver is an administrator's
+change and a Python another interpreter, so they come with none. A build that needs the system's
+CUDA libraries (answers/conditions.py) is marked conditional wherever it is offered.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 from packaging.version import Version
 
 from ..knowledge import tables
-from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack
+from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_package
+from .conditions import CONDITIONAL, system_libraries
+from .drivers import MINOR_COMPAT, driver_candidates, oldest_driver  # noqa: F401 (nearest's names before drivers.py)
 from .questions import gpu_variants, known_releases, spec_text
 
-MINOR_COMPAT = "minor-version compatibility"
 
 
 def release_of(framework: str, version: str, variant: str) -> str:
@@ -55,36 +60,63 @@ def _item(kind: str, label: str, framework: str, version: str, variant: str, pre
     from .advise import install_commands  # only after a no: the install commands' imports cost a passing answer nothing
 
     spec = spec_text(framework, version, variant)
+    needs = system_libraries(framework, version, variant) if prediction.verdict == PASS else None
     return {"kind": kind, "label": label, "spec": spec, "framework": framework, "version": version, "variant": variant,
-            "verdict": prediction.verdict, "warnings": prediction.warnings,
+            "verdict": CONDITIONAL if needs else prediction.verdict, "warnings": prediction.warnings,
+            **({"needs": needs} if needs else {}),
             "install": install_commands(framework, version, variant, prediction.resolved.get("cuda_runtime"))}
 
 
-def driver_candidates() -> list[str]:
-    """Every driver number the knowledge names as a minimum, oldest first."""
-    return tables.named_drivers()
+def _builds(framework: str, version: str, variant: str) -> list[str]:
+    """The builds of one release to try for a step up or down: the asked one first, then the others, newest CUDA first."""
+    if framework == "cuda-runtime":
+        return ["default"]
+    return list(dict.fromkeys([variant, *other_variants(framework, version, variant)]))
 
 
-def oldest_driver(framework: str, release: str, variant: str, cc: str | None, driver: str, python: str | None,
-                  gpu: str | None = None) -> dict | None:
-    """The oldest driver newer than `driver` under which the stack is predicted to pass, and the oldest that runs it
-    without CUDA minor-version compatibility (None: no driver makes it pass, as far as the knowledge says)."""
-    have = tables.version(driver)
-    first = clean = None
-    for candidate in driver_candidates():
-        if have is not None and Version(candidate) <= have:
-            continue
-        p = predict_stack(framework, release, variant, cc, candidate, python, gpu=gpu)
-        if p.verdict != PASS:
-            continue
-        first = first or (candidate, p)
-        if not any(MINOR_COMPAT in w for w in p.warnings):
-            clean = (candidate, p)
-            break
-    if first is None:
+def steps(framework: str, version: str, variant: str, cc: str | None, driver: str, python: str | None,
+          gpu: str | None = None) -> list[dict]:
+    """The nearest release below and the nearest above the asked one that run here (in whichever of their builds runs):
+    the smallest change of version from what was asked."""
+    asked = tables.version(version.split("+")[0])
+    if asked is None:
+        return []
+    from .advise import judgeable_releases
+
+    releases = judgeable_releases(framework, variant)
+    below = [v for v in reversed(releases) if v < asked]
+    above = [v for v in releases if v > asked]
+    found = []
+    for kind, label, candidates in (("older", "nearest older", below), ("newer", "nearest newer", above)):
+        for release in candidates:
+            text = str(release)
+            passing = next(((v, p) for v in _builds(framework, text, variant)
+                            for p in [predict_stack(framework, release_of(framework, text, v), v, cc, driver, python, gpu=gpu)]
+                            if p.verdict == PASS), None)
+            if passing is not None:
+                found.append(_item(kind, label, framework, text, passing[0], passing[1]))
+                break
+    return found
+
+
+def other_python(framework: str, version: str, variant: str, cc: str | None, driver: str, python: str | None,
+                 gpu: str | None = None) -> dict | None:
+    """Where only the Python is in the way (the stack runs here with a Python it has wheels for): the nearest such Python."""
+    if python is None:
         return None
-    return {"kind": "driver", "label": "a newer driver", "driver": first[0], "warnings": first[1].warnings,
-            "clean_driver": clean[0] if clean and clean[0] != first[0] else None, "install": None}
+    release = release_of(framework, version, variant)
+    if predict_stack(framework, release, variant, cc, driver, None, gpu=gpu).verdict != PASS:
+        return None
+    package = wheel_package(framework, variant)
+    row, _newest = tables.python_wheels(package, release) if package else (None, None)
+    pythons = [p for p in (row["pythons"].split(";") if row and row["pythons"] else []) if p[-1:].isdigit()]
+    want = tables.version(python)
+    runs = [p for p in pythons if predict_stack(framework, release, variant, cc, driver, p, gpu=gpu).verdict == PASS]
+    if not runs or want is None:
+        return None
+    nearest = min(runs, key=lambda p: (abs(tables.version(p).minor - want.minor), tables.version(p) < want))
+    return {"kind": "python", "label": "another Python", "python": nearest, "pythons": runs, "spec": spec_text(framework, version, variant),
+            "warnings": [], "install": None}
 
 
 def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
@@ -102,12 +134,22 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
         if p.verdict == PASS:
             found.append(_item("variant", "another variant", framework, version, other, p))
             break
+    if not found:  # the same release in another build is the smallest change; else the nearest release down and up
+        found += steps(framework, version, variant, cc, driver, python, gpu)
     if cc is not None:
         best = advise_for(Asked("advise", framework, None, where, driver, driver, python, "given"), [], limit=1)["predicted"]
         if best:
             exact = _exact(framework, best[0]["version"], best[0]["variant"])
-            p = predict_stack(framework, release_of(framework, exact, best[0]["variant"]), best[0]["variant"], cc, driver, python)
-            found.append(_item("newest", "newest that works", framework, exact, best[0]["variant"], p))
+            p = predict_stack(framework, release_of(framework, exact, best[0]["variant"]), best[0]["variant"], cc, driver, python, gpu=gpu)
+            newest = _item("newest", "newest that works", framework, exact, best[0]["variant"], p)
+            same = next((item for item in found if item["spec"] == newest["spec"]), None)
+            if same is not None:  # the nearest step is also the newest: one line that says both
+                same["label"] += " (also the newest)"
+            else:
+                found.append(newest)
+    python_item = other_python(framework, version, variant, cc, driver, python, gpu)
+    if python_item:
+        found.append(python_item)
     newer = oldest_driver(framework, release_of(framework, version, variant), variant, cc, driver, python, gpu)
     if newer:
         found.append({**newer, "spec": spec_text(framework, version, variant)})

@@ -17,7 +17,8 @@ from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, UNCERTAIN, predict_stack
 from ..model import EXECUTORS, Target
 from ..plan import DRIVER_VERSION, load_plan
-from .nearest import release_of
+from . import conditions
+from .nearest import nearest_yes, release_of
 from .questions import Question
 
 MAX_CLASSES = 10000
@@ -110,25 +111,48 @@ def answer(question: Question, variant: str, executor: str, targets: list[Target
     if len(targets) > MAX_CLASSES:
         raise UserError(f"the pool has {len(targets)} GPU classes; gpucompat answers for at most {MAX_CLASSES}.")
     release = release_of(question.framework, question.version, variant)
-    classes, passing = [], []
+    classes, passing, runnable = [], [], []
+    nearest: dict[tuple, list[dict]] = {}  # one search per GPU and driver: classes often share them
     for target in targets:
         judged_driver, driver_from = class_driver(target, driver)
         cc = target.cc or ((tables.gpu(target.name) or {}).get("cc") if target.name else None)
         prediction = predict_stack(question.framework, release, variant, cc, judged_driver, python, gpu=target.name)
         deciding = next((r for r in prediction.reasons if r.verdict == FAIL), None) or \
             next((r for r in prediction.reasons if r.verdict == UNCERTAIN), None)
+        judged = conditions.apply({"verdict": prediction.verdict, "code": prediction.code, "stage": prediction.stage,
+                                   "reasons": prediction.to_dict()["reasons"]}, question.framework, question.version, variant)
+        needs = judged.get("needs")
         seen = observed_cells(observed_rows, question.framework, question.version, target.name, cc)
+        runs = judged["verdict"] in (PASS, conditions.CONDITIONAL)
         row = {"name": target.name, "cc": cc, "driver": judged_driver, "driver_from": driver_from, "count": target.count,
                "gres": target.gres, "features": list(target.features), "selector": list(target.selector), "nodes": list(target.nodes),
-               "verdict": prediction.verdict, "code": prediction.code, "stage": prediction.stage, "warnings": prediction.warnings,
-               "reason": deciding.text if deciding else "; ".join(prediction.warnings) or "every rule passes",
-               "source": deciding.source if deciding else "", "observed": seen, "observed_summary": _summary(seen) if seen else "",
-               "request": scheduler_request(executor, target) if prediction.verdict == PASS else None}
+               "verdict": judged["verdict"], "code": judged["code"], "stage": judged["stage"], "warnings": prediction.warnings,
+               "reason": f"it needs {needs['text']}" if needs else deciding.text if deciding else "; ".join(prediction.warnings) or "every rule passes",
+               "source": needs["source"] if needs else deciding.source if deciding else "", "observed": seen,
+               "observed_summary": _summary(seen) if seen else "",
+               "request": scheduler_request(executor, target) if runs else None, **({"needs": needs} if needs else {}),
+               "nearest": _class_nearest(nearest, question, variant, target, cc, judged_driver, python) if not runs else []}
         classes.append(row)
-        if prediction.verdict == PASS:
+        if prediction.verdict == PASS and not needs:
             passing.append(target)
-    request = htcondor_request(passing) if executor == "htcondor" and passing else None
+        if runs:
+            runnable.append(target)
+    request = htcondor_request(runnable) if executor == "htcondor" and runnable else None
     verdicts = {c["verdict"] for c in classes}
     return {"executor": executor, "origin": origin, "classes": classes, "passing": len(passing),
-            "verdict": PASS if PASS in verdicts else FAIL if verdicts == {FAIL} else UNCERTAIN,
+            "conditional": sum(c["verdict"] == conditions.CONDITIONAL for c in classes),
+            "verdict": PASS if PASS in verdicts else conditions.CONDITIONAL if conditions.CONDITIONAL in verdicts
+            else FAIL if verdicts == {FAIL} else UNCERTAIN,
             "htcondor": request}
+
+
+def _class_nearest(memo: dict, question: Question, variant: str, target: Target, cc: str | None, driver: str | None,
+                   python: str | None) -> list[dict]:
+    """The nearest yes for a class the stack does not run on (answers/nearest.py), once per GPU and driver."""
+    if cc is None or driver is None:
+        return []  # nothing to search with: the row says what is missing
+    key = (cc, target.name, driver)
+    if key not in memo:
+        where = {"gpu": target.name, "matched": (tables.gpu(target.name) or {}).get("name") if target.name else None, "cc": cc, "driver": driver}
+        memo[key] = nearest_yes(question.framework, question.version, variant, where, python)
+    return memo[key]

@@ -16,6 +16,7 @@ from ..errors import UserError
 from ..knowledge.rules import FAIL, PASS, UNCERTAIN, Reason, combine, predict_stack
 from ..knowledge.wheels import cuda_wheel, cupy_rule, in_toolkit, jax_plugin_rule, majors_rule, pin_rule, wheel_rule
 from ..space import PYTORCH_INDEX
+from . import conditions
 from .lockfiles import Parsed, Pin
 from .nearest import nearest_yes, release_of
 from .questions import Question, read, spec_text
@@ -90,6 +91,8 @@ def _framework_row(pin: Pin, framework_name: str, variant: str | None, where: di
                                gpu=where.get("matched") or where.get("gpu"))
     row = _row(pin, spec_text(question.framework, question.version, variant), prediction, question.notes + extra)
     row["framework"] = {"framework": question.framework, "version": question.version, "variant": variant}
+    if conditions.apply(row, question.framework, question.version, variant).get("needs"):  # it needs the system's CUDA: conditional
+        row["reason"] = f"it needs {row['needs']['text']}"
     return row, question, prediction
 
 
@@ -198,7 +201,8 @@ def _cupy_rows(all_pins: list[Pin], where: dict, python: str | None, set_reasons
 
 def _summary(parsed: Parsed, rows: list[dict], set_reasons: list[Reason], gpu_names: set, where: dict, python: str | None) -> dict:
     verdicts = [r["verdict"] for r in rows] + [r.verdict for r in set_reasons]
-    verdict = FAIL if FAIL in verdicts else UNCERTAIN if UNCERTAIN in verdicts or not rows else PASS
+    verdict = FAIL if FAIL in verdicts else UNCERTAIN if UNCERTAIN in verdicts or not rows else \
+        conditions.CONDITIONAL if conditions.CONDITIONAL in verdicts else PASS
     failing = [r for r in rows if r["verdict"] == FAIL] + [{"code": r.code, "stage": r.stage} for r in set_reasons if r.verdict == FAIL]
     nearest = {}
     for row in rows:

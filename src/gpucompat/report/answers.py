@@ -130,8 +130,18 @@ def nearest_view(items: list[dict], where: str) -> list:
                                                                  "an administrator's change"))
             out += [Padding(grid, (0, 0, 0, 2))]
             continue
+        if item["kind"] == "python":  # only the Python is in the way: another interpreter, no install command
+            others = ", ".join(item["pythons"])
+            grid.add_row(Text(item["label"], style="cyan"), Text(f"{item['spec']} passes with Python {item['python']} "
+                                                                 f"(it runs here with Python {others})"))
+            out += [Padding(grid, (0, 0, 0, 2))]
+            continue
         how = " (under CUDA minor-version compatibility)" if any("minor-version" in w for w in item["warnings"]) else ""
-        grid.add_row(Text(item["label"], style="cyan"), Text(f"{item['spec']} passes{how}"))
+        if item.get("needs"):  # a build that runs only where the system has the CUDA libraries: never a plain pass
+            grid.add_row(Text(item["label"], style="cyan"), Text.assemble(f"{item['spec']} ", ("conditional", VERDICT_STYLE["conditional"]),
+                                                                          f": it needs {item['needs']['text']}{how}"))
+        else:
+            grid.add_row(Text(item["label"], style="cyan"), Text(f"{item['spec']} passes{how}"))
         out += [Padding(grid, (0, 0, 0, 2)), WholeLine(item["install"]["pip"])]
     return out
 
@@ -191,8 +201,9 @@ POOL_STEPS = [Step("count"), Step("cc", into="name"), Step("observed")]
 def pool_view(result: dict, wide: bool = False) -> list:
     """`explain SPEC --pool`: one row per GPU class, then how to ask the scheduler for the classes that pass."""
     classes = result["classes"]
+    conditional = f", {result['conditional']} only with the system's CUDA libraries" if result.get("conditional") else ""
     head = Text.assemble(f"{result['spec']} on the {len(classes)} GPU class{'es' if len(classes) != 1 else ''} of {result['origin']}: ",
-                         (f"{result['passing']} of {len(classes)} pass", VERDICT_STYLE[result["verdict"]]))
+                         (f"{result['passing']} of {len(classes)} pass{conditional}", VERDICT_STYLE[result["verdict"]]))
     columns = [
         Col("name", "GPU class", [Text(c["name"] + (f" ({c['gres']})" if c["gres"] else "")) for c in classes], "words", 12),
         Col("cc", "CC", [Text(c["cc"] or "?") for c in classes]),
@@ -207,7 +218,7 @@ def pool_view(result: dict, wide: bool = False) -> list:
         columns.append(Col("observed", "Observed", [Text(c["observed_summary"] or "-", style=CODE_STYLE.get((c["observed"] or [{}])[0].get("code", ""), ""))
                                                     for c in classes], "words"))
     table = FitTable(escape(f"GPU classes of {result['pool']}"), columns, POOL_STEPS, wide)
-    out: list = [*_notes(result.get("notes", [])), head, table]
+    out: list = [*_notes(result.get("notes", [])), head, table, *class_nearest_view(classes)]
     requests = [c for c in classes if c["request"]]
     if result["executor"] == "htcondor" and result.get("htcondor"):
         out += [Text("Ask HTCondor for the classes that pass (in the submit description):")]
@@ -215,8 +226,42 @@ def pool_view(result: dict, wide: bool = False) -> list:
     elif requests:
         what = {"slurm": "Slurm", "kubernetes": "Kubernetes (in the pod spec)"}.get(result["executor"], result["executor"])
         out += [Text(f"Ask {what} for the classes that pass:")] + [WholeLine(c["request"]) for c in requests]
-    elif not result["passing"]:
+    elif not result["passing"] and not any(c.get("nearest") for c in classes):
         out += [Text("No class of the pool is predicted to pass; `gpucompat explain SPEC --gpu NAME --driver VERSION` gives the nearest yes for one.")]
+    return out
+
+
+def class_nearest_view(classes: list[dict]) -> list:
+    """For each class the stack does not run on, its nearest yes: the smallest change first, with its install command."""
+    out: list = []
+    for c in classes:
+        stacks = [n for n in c.get("nearest") or [] if n.get("install")]
+        if not stacks:
+            continue
+        if not out:
+            out.append(Text("Nearest yes for the classes it does not run on (the smallest change first):"))
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(overflow="fold")
+        first = stacks[0]
+        needs = f" (conditional: it needs {first['needs']['text']})" if first.get("needs") else ""
+        grid.add_row(Text(f"{c['name'] or 'CC ' + str(c['cc'])}, driver {c['driver']}: {first['label']} {first['spec']}{needs}"))
+        out += [Padding(grid, (0, 0, 0, 2)), WholeLine(first["install"]["pip"])]
+    return out
+
+
+def advise_view(result: dict, left_out: bool = False) -> list:
+    """`advise`: notes, the target, the stacks advised (a table that fits), or the sentence saying why none and what would."""
+    from .terminal import AdviseTable, left_out_table
+
+    t = result["target"]
+    out: list = [*_notes(result["notes"]),
+                 Text(f"{result['framework']} for {t['gpu'] or 'compute capability ' + t['cc']} (CC {t['cc']}), {driver_text(t)}{python_text(t)}")]
+    if result.get("empty"):
+        out.append(Text(result["empty"]))
+    else:
+        out.append(AdviseTable(result))
+    if left_out:
+        out.append(left_out_table(result["left_out"]))
     return out
 
 

@@ -1,0 +1,38 @@
+"""Drivers as a fix: the oldest driver newer than the asked one under which a stack is predicted to run (nearest yes,
+and an empty advise's sentence)."""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from ..knowledge import tables
+from ..knowledge.rules import PASS, predict_stack
+
+MINOR_COMPAT = "minor-version compatibility"
+
+
+def driver_candidates() -> list[str]:
+    """Every driver number the knowledge names as a minimum, oldest first."""
+    return tables.named_drivers()
+
+
+def oldest_driver(framework: str, release: str, variant: str, cc: str | None, driver: str, python: str | None,
+                  gpu: str | None = None) -> dict | None:
+    """The oldest driver newer than `driver` under which the stack is predicted to pass, and the oldest that runs it
+    without CUDA minor-version compatibility (None: no driver makes it pass, as far as the knowledge says)."""
+    have = tables.version(driver)
+    first = clean = None
+    for candidate in driver_candidates():
+        if have is not None and Version(candidate) <= have:
+            continue
+        p = predict_stack(framework, release, variant, cc, candidate, python, gpu=gpu)
+        if p.verdict != PASS:
+            continue
+        first = first or (candidate, p)
+        if not any(MINOR_COMPAT in w for w in p.warnings):
+            clean = (candidate, p)
+            break
+    if first is None:
+        return None
+    return {"kind": "driver", "label": "a newer driver", "driver": first[0], "warnings": first[1].warnings,
+            "clean_driver": clean[0] if clean and clean[0] != first[0] else None, "install": None}
