@@ -231,3 +231,43 @@ def test_a_signature_with_an_unknown_code_is_refused_at_load(tmp_path, monkeypat
             signatures.signatures()
     finally:
         signatures.signatures.cache_clear()
+
+
+# CUDA_VISIBLE_DEVICES naming no GPU that NVML lists (the probe's gpu_state["gpus"] reads NVML whatever the
+# variable says): the verdict says which value hid which GPUs, ahead of the error's generic words.
+LISTED = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341"}]
+NO_DEVICE_ERROR = "cudaErrorNoDevice: no CUDA-capable device is detected"
+
+
+def hidden(value, gpus=LISTED, message=NO_DEVICE_ERROR):
+    probe = facts(ok("import"), failed("device", message, error_type="CUDARuntimeError"),
+                  system={**WITH_DRIVER, "cuda_env": {"CUDA_VISIBLE_DEVICES": value}})
+    probe["gpu_state"] = {"before": {"error": "nvmlDeviceGetHandleByIndex_v2 returned NVML error 2"}, "gpus": gpus}
+    return verdict(probe)
+
+
+def test_an_index_past_the_last_gpu_is_named_with_the_gpus_nvml_lists():
+    outcome = hidden("1")
+    assert outcome.code == "NO_DEVICE" and outcome.stage == "device"
+    assert outcome.summary == ("CUDA_VISIBLE_DEVICES='1' names no GPU on this machine (NVML lists 1 GPU: index 0, "
+                               "NVIDIA H100 80GB HBM3, GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341): CUDA sees none")
+
+
+def test_a_uuid_of_another_machine_is_named_not_the_driver_seeing_no_gpu():
+    outcome = hidden("GPU-00000000-1111-2222-3333-444444444444")
+    assert outcome.code == "NO_DEVICE"
+    assert outcome.summary.startswith("CUDA_VISIBLE_DEVICES='GPU-00000000-1111-2222-3333-444444444444' names no GPU on this machine")
+    assert "GPU-19c77ad6" in outcome.summary and "driver sees no GPU" not in outcome.summary
+
+
+def test_a_first_entry_that_matches_nothing_hides_the_rest_and_an_empty_value_hides_all():
+    two = LISTED + [{"index": 1, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa"}]
+    assert "its first entry '7' names no GPU on this machine, so CUDA ignores it and every entry after it (NVML lists 2 GPUs" in hidden("7,0", two).summary
+    assert hidden("", two).summary.startswith("CUDA_VISIBLE_DEVICES='' (set but empty) hides every GPU on this machine (NVML lists 2 GPUs")
+
+
+def test_a_value_that_leaves_a_gpu_visible_or_no_nvml_list_keeps_the_error_s_reason():
+    assert "CUDA_VISIBLE_DEVICES" not in hidden("0").summary  # the GPU was visible: something else kept CUDA from it
+    assert "GPU-19c" not in hidden("GPU-19c7").summary  # a UUID prefix CUDA accepts
+    assert hidden("1", gpus=None).summary.startswith("The driver sees no GPU")  # an older probe recorded no list
+    assert "CUDA_VISIBLE_DEVICES" not in hidden("MIG-abc").summary  # MIG instances are not in NVML's GPU list

@@ -88,8 +88,12 @@ def test_nvml_absent_is_said_not_raised(monkeypatch):
     monkeypatch.setattr(probe_nvml.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(f"{name}: cannot open")))
     nvml = probe_nvml.Nvml()
     assert nvml.snapshot() == {"error": "libnvidia-ml.so.1: cannot open"}
-    assert throttled({"before": {"throttle": ["gpu_idle"]}, "after": {"throttle": ["sw_power_cap"]}})
-    assert not throttled({"before": {"throttle": ["gpu_idle", "applications_clocks"]}, "after": {"error": "x"}})
+    # the card's own power cap under a large product is its normal ceiling, not throttling; a cap set lower is
+    assert not throttled({"before": {"throttle": ["gpu_idle"]}, "after": {"throttle": ["sw_power_cap"]}})
+    assert throttled({"after": {"throttle": ["sw_power_cap"]}}, {"enforced_power_limit_w": 400.0, "default_power_limit_w": 700.0})
+    assert throttled({"before": {"throttle": []}, "after": {"throttle": ["hw_thermal"]}})
+    assert not throttled({"before": {"throttle": ["gpu_idle", "applications_clocks"]}, "after": {"error": "x"}},
+                         {"applications_sm_mhz": 1755, "default_applications_sm_mhz": 1755})
 
 
 def test_the_probe_takes_the_bench_from_its_command_line(tmp_path, stand_in):
@@ -154,7 +158,8 @@ def test_figures_are_stored_beside_the_verdict_with_their_share_of_peak(tmp_path
     rows = [present(r) for r in store.bench_rows(sweep)]
     assert [(r["measurement"], r["dtype"]) for r in rows] == [("matmul", "bf16"), ("launch", "")]
     bf16 = rows[0]
-    assert bf16["peak"] == 989.5 and bf16["share"] == pytest.approx(781 / 989.5) and bf16["throttled"] is True
+    assert bf16["peak"] == 989.5 and bf16["share"] == pytest.approx(781 / 989.5) and bf16["throttled"] is False
+    assert bf16["condition"] == "at power limit" and bf16["contended"] is False
     assert rows[1]["peak"] is None and rows[1]["better"] == "lower"
     assert figures({"stages": {"bench": {"facts": {"figures": [{"measurement": "copy", "value": float("nan")}]}}}}) == []
 
@@ -165,7 +170,8 @@ def test_results_bench_and_diff_fail_on_slowdown_through_the_cli(tmp_path):
     _bench_sweep(store, 781.0, 15.0)
     _bench_sweep(store, 600.0, 15.1)  # bf16 23 % slower; launch within noise
     data = json.loads(run_cli("results", "--bench", "--format", "json", "--db", url, check=0).stdout)
-    assert {(r["measurement"], r["value"]) for r in data} == {("matmul", 600.0), ("launch", 15.1)}
+    assert {(r["measurement"], r["dtype"], r["value"]) for r in data} == {("matmul", "bf16", 600.0), ("launch", "", 15.1), ("matmul", "fp8", None)}
+    assert next(r for r in data if r["value"] is None)["missing_reason"] == "no"  # listed with its reason, never just absent
     assert "matmul" in run_cli("results", "--bench", "--format", "csv", "--db", url, check=0).stdout.splitlines()[1]
     table = run_cli("results", "--bench", "--db", url, check=0, env={"COLUMNS": "160"}).stdout
     assert "TFLOP/s" in table and "61 %" in table  # 600 of 989.5

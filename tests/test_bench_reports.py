@@ -422,13 +422,16 @@ def test_the_charts_draw_in_headless_chromium_without_javascript(tmp_path):
 def test_terminal_table_at_80_and_200_columns():
     rows = sweep_figures(3, gpus=("NVIDIA H200", "NVIDIA A100-SXM4-80GB"))
     rows[4]["throttled"] = True
-    rows[4]["clocks"]["after"]["throttle"] = ["sw_thermal_slowdown"]
+    rows[4]["clocks"]["after"]["throttle"] = ["sw_thermal"]
+    rows[4]["condition"] = "thermal slowdown (software)"
+    rows[5]["condition"] = "at power limit (700 W)"
     narrow, wide = render_text(bench_table(rows), 80), render_text(bench_table(rows), 200)
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert max(len(line) for line in wide.splitlines()) <= 200
     for text in (narrow, wide):
-        assert "781.2 TFLOP/s" in text and "79 %" in text and "kernel launch" in text and "A100" in text and "throttled" in text
-    for column in ("Python", "CC", "Type", "Of peak", "Throttled", "Note", "fp8 via torch._scaled_mm"):
+        assert "781.2 TFLOP/s" in text and "79 %" in text and "kernel launch" in text and "A100" in text
+        assert "thermal" in text and "slowdown" in text and "1 with a clock warning" in " ".join(text.split())
+    for column in ("Python", "CC", "Type", "Of peak", "Conditions", "Note", "fp8 via torch._scaled_mm", "at power limit (700 W)"):
         assert column in wide
     # sorted: GPU, then matmul by data type before the other measurements
     cells = [[c.strip() for c in line.split("│")] for line in wide.splitlines() if "NVIDIA H200" in line]

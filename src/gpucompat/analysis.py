@@ -82,6 +82,9 @@ def _device_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
     runtime, driver = _version(_runtime(facts)), _version(_driver_cuda(facts))
     if runtime and driver and runtime.major > driver.major:
         return "DRIVER_TOO_OLD", f"the stack's CUDA runtime {runtime} is a newer major than the driver supports (CUDA {driver})"
+    hidden = gpu_state.hidden_by_visible_devices(facts)  # before the error's words: "no CUDA-capable device" says less
+    if hidden:
+        return "NO_DEVICE", hidden
     found = signatures.match(_stage_text(record, stderr))
     if found and found.stage == "device":
         return found.code, f"{found.meaning} ({_message(record)})"

@@ -110,13 +110,11 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
     sweep = store.sweep(sweep_id)
     verdicts = split(store.result_rows(sweep_id))
     if fmt == "prometheus":
-        from .bench import present
         from .report.prometheus import to_prometheus
         from .report.rows import display_row
 
         # written as is: the collector reads the file byte for byte, and it ends with its one newline
-        sys.stdout.write(to_prometheus(sweep, [display_row(r, printable=False) for r in store.result_rows(sweep_id)],
-                                       [present(r) for r in store.bench_rows(sweep_id)]))
+        sys.stdout.write(to_prometheus(sweep, [display_row(r, printable=False) for r in store.result_rows(sweep_id)], _bench_rows(store, sweep_id)))
     elif fmt == "json":
         sys.stdout.write(export.to_json(sweep, verdicts) + "\n")
     elif fmt == "csv":
@@ -139,6 +137,11 @@ def _print_results(store, sweep_id: int, fmt: str, per_cell: bool = True, wide: 
         retry = f" (`gpucompat sweep --resume {sweep_id}` runs the {waiting} again)" if waiting else ""
         if not per_cell and not grouped and shown:
             out.print(f"grouped by framework, version and CC: `gpucompat results --sweep {sweep_id} --cells` lists each cell with its GPU, driver and Python")
+        if closing:  # how many bench figures, how many contended or not made (results --bench says which and why)
+            from .report.bench import closing_note
+
+            bench_note = closing_note(_bench_rows(store, sweep_id))
+            parts += [bench_note] if bench_note else []
         out.print(f"sweep {sweep_id} ({escape(sweep['name'])}, {sweep['status']}): {', '.join(parts)}{retry}; database {escape(store.shown)}")
         if grouped:
             out.print(f"grouped past {CLOSING_CELLS} cells: `gpucompat results --sweep {sweep_id} --cells` lists each of the {shown}")
@@ -318,7 +321,8 @@ def results(
 def _bench_rows(store, sweep_id: int) -> list[dict]:
     from .bench import present
 
-    return [present(row) for row in store.bench_rows(sweep_id)]
+    # the figures made, then those the bench could not make (value None, with why): every view lists both
+    return [present(row) for row in store.bench_rows(sweep_id) + store.missing_figures(sweep_id)]
 
 
 def _mig_reference(store, sweep_id: int, rows: list[dict]) -> list[dict]:

@@ -147,6 +147,42 @@ def fault(facts: dict | None, text: str) -> str | None:
     return "; ".join(seen) if seen else None
 
 
+def _listed(gpu: dict) -> str:
+    return ", ".join(str(part) for part in (f"index {gpu.get('index')}", gpu.get("name"), gpu.get("uuid")) if part is not None)
+
+
+def hidden_by_visible_devices(facts: dict | None) -> str | None:
+    """Why CUDA saw no GPU where NVML lists some: CUDA_VISIBLE_DEVICES named none of them (an index past the
+    last, a UUID of another machine, an empty value), read as CUDA reads it (indices, GPU-UUID prefixes; the
+    first entry that matches nothing ends the list). None where it leaves a GPU visible, names a MIG instance
+    (NVML's list here has no instances to match), is unset, or the probe recorded no list of GPUs."""
+    system = (facts or {}).get("system") or {}
+    value = (system.get("cuda_env") or system.get("env") or {}).get("CUDA_VISIBLE_DEVICES")
+    gpus = [g for g in state(facts).get("gpus") or [] if isinstance(g, dict)]
+    if value is None or not gpus:
+        return None
+    listing = f"NVML lists {len(gpus)} GPU{'s' if len(gpus) > 1 else ''}: " + "; ".join(_listed(g) for g in gpus)
+    if not value.strip():
+        return f"CUDA_VISIBLE_DEVICES={value!r} (set but empty) hides every GPU on this machine ({listing}): CUDA sees none"
+    entries = [e.strip() for e in value.split(",")]
+    if any(e.startswith("MIG-") for e in entries):
+        return None
+    for position, entry in enumerate(entries):
+        if entry.isdigit():
+            found = any(g.get("index") == int(entry) for g in gpus)
+        elif entry.startswith("GPU-"):
+            found = any(str(g.get("uuid") or "").startswith(entry) for g in gpus)
+        else:
+            found = False
+        if found:
+            return None  # a GPU is visible: something else kept CUDA from it
+        if position == 0 and len(entries) == 1:
+            return f"CUDA_VISIBLE_DEVICES={value!r} names no GPU on this machine ({listing}): CUDA sees none"
+        return (f"CUDA_VISIBLE_DEVICES={value!r}: its {'first ' if position == 0 else ''}entry {entry!r} names no GPU on this machine, "
+                f"so CUDA ignores it and every entry after it ({listing}): CUDA sees none")
+    return None
+
+
 def note(facts: dict | None) -> str:
     """One short line for `results --cells` and the report: who else was on the GPU, and anything odd."""
     shot = snapshot(facts)

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, OperationalError, ProgrammingError
 
 from .bench import figures as bench_figures
+from .bench import missing as bench_missing
 from .errors import UserError
 from .paths import data_dir, default_url, open_user_file, sqlite_readonly  # noqa: F401 (the store's defaults, named where they live)
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
@@ -524,6 +525,36 @@ class Store:
             query = query.where(cells.c.sweep_id == sweep_id)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+    def missing_figures(self, sweep_id: int | None) -> list[dict]:
+        """The bench figures each passed cell's probe could not make (bench.missing: out of memory, a data type the
+        GPU lacks, an operation the framework lacks, not tried), shaped as bench_rows' rows with value None and
+        data {"missing": kind, "reason": sentence, ...}: so that every view lists them with their reason."""
+        query = (
+            sa.select(
+                cells.c.id.label("cell"), cells.c.sweep_id.label("sweep"), stacks.c.framework, stacks.c.version, stacks.c.variant,
+                stacks.c.python, stacks.c.env, targets.c.name.label("gpu"), targets.c.cc, targets.c.driver,
+                _import_fact("version").label("probe_version"), results.c.probe["system"]["python"].as_string().label("probe_python"),
+                results.c.probe["stages"]["bench"]["facts"]["figures"].label("figures"),
+            )
+            .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
+                         .join(results, results.c.cell_id == cells.c.id))
+            .where(results.c.code == "PASS").order_by(cells.c.id)
+        )
+        if sweep_id is not None:
+            query = query.where(cells.c.sweep_id == sweep_id)
+        out = []
+        with self._read() as conn:
+            for row in conn.execute(query).mappings():
+                made = row["figures"]
+                if not isinstance(made, list):
+                    continue
+                base = {key: row[key] for key in row.keys() if key != "figures"}
+                for figure in bench_missing({"stages": {"bench": {"facts": {"figures": made}}}}):
+                    out.append({**base, "measurement": figure["measurement"], "dtype": figure["dtype"], "value": None, "unit": "",
+                                "better": "higher", "spread": None, "repetitions": 0,
+                                "data": {**figure["data"], "missing": figure["missing"], "reason": figure["reason"]}})
+        return out
 
     def _bench_fact(self, sweep_id: int, fact: str) -> list[dict]:
         """One fact of each cell's bench stage (the database extracts it from the probe's JSON), with the cell's stack and GPU."""

@@ -10,6 +10,14 @@
  *                        stas00/ml-engineering compute/accelerator/nvidia/debug.md);
  *   -DEARLY_R535         32-byte process entries, as early R535 drivers wrote them (nvitop #79, #94),
  *                        with nvmlDeviceGetConfComputeMemSizeInfo and no nvmlDeviceGetRunningProcessDetailList.
+ *
+ * For the bench's conditions (nvmlProcessUtilizationSample_t, nvml.h; one GPU, index 0, unless -DGPUS=N):
+ *   -DOTHER_SM=48        pid 3800 computes at 48 % SM beside the caller (each sample also has the caller at 50 %);
+ *                        0 (the default) leaves it holding memory only
+ *   -DREASONS=0x4        the clocks-event reasons (default 0x1, gpu_idle): 0x4 the SW power cap, 0x40 HW thermal
+ *   -DPOWER_LIMIT=400000 the power limit in mW (default 700000, the H100 SXM's default)
+ *   -DSM_MHZ=345         the SM clock now (default 1980, its maximum)
+ *   -DNO_PROCESS_UTIL    nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (a MIG instance, say)
  */
 #include <string.h>
 #include <unistd.h>
@@ -17,21 +25,47 @@
 #ifndef COMPUTE_MODE
 #define COMPUTE_MODE 0
 #endif
+#ifndef GPUS
+#define GPUS 1
+#endif
+#ifndef OTHER_SM
+#define OTHER_SM 0
+#endif
+#ifndef REASONS
+#define REASONS 0x1
+#endif
+#ifndef POWER_LIMIT
+#define POWER_LIMIT 700000
+#endif
+#ifndef SM_MHZ
+#define SM_MHZ 1980
+#endif
 
 typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } info24;
 typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; unsigned long long cc; } info32;
 typedef struct { char legacy[16]; unsigned int domain, bus, device, id, subsystem; char busId[32]; } pci_t;
 typedef struct { unsigned long long total, free, used; } memory_t;
 typedef struct { void *device; unsigned long long type, data; unsigned int gi, ci; } event_t;
+typedef struct { unsigned int pid; unsigned long long timeStamp; unsigned int smUtil, memUtil, encUtil, decUtil; } psample_t;
+typedef struct { unsigned int gpu, memory; } util_t;
 
 static int lost = 0;
 static int waits = 0;
 #define GONE() do { if (lost) return 15; } while (0)
 
 int nvmlInit_v2(void) { return 0; }
-int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **h) { *h = (void *)0x1; return 0; }
-int nvmlDeviceGetHandleByUUID(const char *u, void **h) { *h = (void *)0x1; return 0; }
-int nvmlDeviceGetUUID(void *h, char *out, unsigned int n) { GONE(); strncpy(out, "GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341", n); return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *n) { *n = GPUS; return 0; }
+/* NVML_ERROR_INVALID_ARGUMENT past the last GPU, NVML_ERROR_NOT_FOUND for a UUID not on this machine */
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **h) { if (i >= GPUS) return 2; *h = (void *)(unsigned long)(i + 1); return 0; }
+int nvmlDeviceGetHandleByUUID(const char *u, void **h) {
+    if (strncmp(u, "GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341", strlen(u)) != 0) return 6;
+    *h = (void *)0x1; return 0;
+}
+int nvmlDeviceGetUUID(void *h, char *out, unsigned int n) {
+    GONE();
+    strncpy(out, (unsigned long)h == 1 ? "GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341" : "GPU-5e4f0a11-2222-3333-4444-555555555555", n);
+    return 0;
+}
 int nvmlDeviceGetName(void *h, char *out, unsigned int n) { GONE(); strncpy(out, "NVIDIA H100 80GB HBM3", n); return 0; }
 int nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) { GONE(); memset(p, 0, sizeof *p); strcpy(p->busId, "00000000:00:06.0"); return 0; }
 int nvmlDeviceGetMemoryInfo(void *h, memory_t *m) {
@@ -52,7 +86,34 @@ int nvmlDeviceGetRemappedRows(void *h, unsigned int *c, unsigned int *u, unsigne
 #endif
     return 0;
 }
-int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *r) { GONE(); *r = 0x1; return 0; }
+int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *r) { GONE(); *r = REASONS; return 0; }
+int nvmlDeviceGetClockInfo(void *h, unsigned int type, unsigned int *mhz) { GONE(); *mhz = type == 1 ? SM_MHZ : 2619; return 0; }
+int nvmlDeviceGetMaxClockInfo(void *h, unsigned int type, unsigned int *mhz) { GONE(); *mhz = type == 1 ? 1980 : 2619; return 0; }
+int nvmlDeviceGetApplicationsClock(void *h, unsigned int type, unsigned int *mhz) { GONE(); *mhz = 1755; return 0; }
+int nvmlDeviceGetDefaultApplicationsClock(void *h, unsigned int type, unsigned int *mhz) { GONE(); *mhz = 1755; return 0; }
+int nvmlDeviceGetTemperature(void *h, unsigned int sensor, unsigned int *c) { GONE(); *c = 52; return 0; }
+int nvmlDeviceGetPowerUsage(void *h, unsigned int *mw) { GONE(); *mw = 690000; return 0; }
+int nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned int *mw) { GONE(); *mw = POWER_LIMIT; return 0; }
+int nvmlDeviceGetPowerManagementLimit(void *h, unsigned int *mw) { GONE(); *mw = POWER_LIMIT; return 0; }
+int nvmlDeviceGetPowerManagementDefaultLimit(void *h, unsigned int *mw) { GONE(); *mw = 700000; return 0; }
+int nvmlDeviceGetUtilizationRates(void *h, util_t *u) { GONE(); u->gpu = 100; u->memory = 40; return 0; }
+/* Two samples per call (the caller at 50 % SM, pid 3800 at OTHER_SM), each newer than the last: as NVML
+ * gives them, only those after lastSeen; first asked with no buffer, the count. */
+static unsigned long long stamp = 1764150000000000ULL;
+int nvmlDeviceGetProcessUtilization(void *h, psample_t *out, unsigned int *count, unsigned long long last_seen) {
+    GONE();
+#ifdef NO_PROCESS_UTIL
+    return 3;
+#endif
+    if (out == 0 || *count < 2) { *count = 2; return 7; }
+    stamp += 100000;
+    if (stamp <= last_seen) return 6; /* NOT_FOUND: nothing newer */
+    memset(out, 0, 2 * sizeof *out);
+    out[0].pid = getpid(); out[0].timeStamp = stamp; out[0].smUtil = 50; out[0].memUtil = 20;
+    out[1].pid = 3800; out[1].timeStamp = stamp; out[1].smUtil = OTHER_SM; out[1].memUtil = OTHER_SM / 2;
+    *count = 2;
+    return 0;
+}
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count, void *infos) {
     GONE();
     if (*count < 1 || infos == 0) { *count = 1; return 7; /* INSUFFICIENT_SIZE */ }

@@ -1,10 +1,11 @@
 """The bench harness: a Bench records one figure per (measurement, dtype) with NVML's view before
-and after it; the timing helpers every framework's bench uses (bench_torch, bench_jax, bench_cupy,
-bench_cuda_runtime).
+and after it and the other processes that computed on the GPU meanwhile; the timing helpers every
+framework's bench uses (bench_torch, bench_jax, bench_cupy, bench_cuda_runtime).
 """
 
 import time
 
+from .gpustate import Reader, processes
 from .nvml import Nvml
 from .records import LOG, _checkpoint, _error
 
@@ -13,10 +14,15 @@ from .records import LOG, _checkpoint, _error
 # Every figure goes to record["facts"]["figures"] as
 #   {"measurement": "matmul", "dtype": "bf16", "value": 781.2, "unit": "TFLOP/s", "better": "higher",
 #    "spread": 3.1, "repetitions": 10, "samples": [...], "size": "8192x8192x8192", "note": "...",
-#    "clocks": {"before": {...}, "after": {...}}}      (NVML snapshots, see Nvml.snapshot)
-# or, where the framework or GPU cannot do it, {"measurement", "dtype", "unsupported": "why"},
-# or, where it broke, {"measurement", "dtype", "error": {...}}. A figure that broke does not
-# fail the stage: the verdict is about compatibility, the bench only adds figures.
+#    "clocks": {"before": {...}, "after": {...}},      (NVML snapshots, see Nvml.snapshot)
+#    "contention": {"processes": [...], ...}}          (every process NVML saw computing meanwhile, see Contention)
+# or, where the framework or GPU cannot do it, {"measurement", "dtype", "unsupported": "why",
+# "unsupported_kind": "gpu" (the GPU lacks it) | "framework" (this framework has no such operation) |
+# "environment" (a library or GPU count the job lacks) | "depends" (a figure it needed was not made)},
+# or, where it broke, {"measurement", "dtype", "error": {...}, "memory": {"total_mib", "used_mib"}},
+# or, where it was not tried, {"measurement", "dtype", "skipped": "why"}. A figure that broke does
+# not fail the stage: the verdict is about compatibility, the bench only adds figures.
+# facts["limits"]: the power limit and application clock as set, beside the card's defaults (Nvml.limits).
 # ---------------------------------------------------------------------------
 
 BENCH_DEFAULTS = {"measurements": ["matmul", "copy", "transfer", "launch", "train"],
@@ -30,7 +36,13 @@ CNN_NOTE = "Conv2D(32, 3x3) -> Dense 128 -> Dense 10, SGD lr 0.2, batch 64 of 28
 
 
 class Unsupported(Exception):
-    """This framework or GPU cannot make this figure: recorded with the reason, not as an error."""
+    """This framework or GPU cannot make this figure: recorded with the reason, not as an error.
+    kind: "gpu" (the GPU lacks the data type), "framework" (no such operation in this framework),
+    "environment" (the job lacks a library, GPUs or nodes), "depends" (a figure it needs was not made)."""
+
+    def __init__(self, message, kind="framework"):
+        Exception.__init__(self, message)
+        self.kind = kind
 
 
 def _quartiles(samples):
@@ -53,6 +65,8 @@ class Bench:
         facts.update(config=self.config, figures=[])
         if self.nvml.error:
             facts["nvml_error"] = self.nvml.error
+        else:
+            facts["limits"] = self.nvml.limits()
 
     def wants(self, measurement):
         return measurement in self.config["measurements"]
@@ -77,6 +91,9 @@ class Bench:
         """body() -> (samples in `unit`, {"size": ..., "note": ...}); raises Unsupported where it cannot."""
         figure = {"measurement": measurement, "dtype": dtype}
         self.facts["figures"].append(figure)
+        contention = self.nvml.contention
+        if contention is not None:
+            contention.begin()
         before = self.nvml.snapshot()
         began = time.perf_counter()
         try:
@@ -85,15 +102,29 @@ class Bench:
             figure.update(value=median, unit=unit, better=better, spread=high - low if len(samples) > 1 else None,
                           repetitions=len(samples), samples=[round(s, 6) for s in samples], **extra)
         except Unsupported as exc:
-            figure["unsupported"] = str(exc)
+            figure.update(unsupported=str(exc), unsupported_kind=exc.kind)
         except Exception as exc:  # the evidence is the point; the stage itself goes on
             figure["error"] = _error(exc)
+            figure["memory"] = self.nvml.memory()  # an out-of-memory error is told apart from the others' share
         figure["duration_s"] = round(time.perf_counter() - began, 3)
         figure["clocks"] = {"before": before, "after": self.nvml.snapshot()}
+        if contention is not None:
+            figure["contention"] = contention.end(self._running())
         LOG.info("bench %s %s: %s in %.3f s", measurement, dtype or "-", "%.4g %s" % (figure["value"], unit) if "value" in figure
                  else figure.get("unsupported") or (figure.get("error") or {}).get("type"), figure["duration_s"])
         _checkpoint()
         return figure
+
+    def skip(self, measurement, dtype, why, **extra):
+        """A figure not tried (one before it failed): listed with why, never just absent."""
+        figure = dict(measurement=measurement, dtype=dtype, skipped=why, **extra)
+        self.facts["figures"].append(figure)
+        return figure
+
+    def _running(self):
+        """{pid: MiB} of the compute processes on the GPU now (NVML's list); {} where NVML cannot say."""
+        found = processes(Reader(self.nvml), set()) or []
+        return dict((p["pid"], p["used_mib"]) for p in found)
 
 
 REPETITION_S = 0.05
@@ -123,7 +154,7 @@ def _timed(run, sync, reps, warmup_s=WARMUP_S):
 
 def _first_step(first, what):
     if "seconds" not in first:
-        raise Unsupported("the training loop did not run")
+        raise Unsupported("the training loop did not run", kind="depends")
     return [first["seconds"]], {"note": what}
 
 

@@ -65,7 +65,7 @@ def bench_cuda_runtime(runtime, bench):
 
     def launch():
         if runtime.nvrtc is None:
-            raise Unsupported("no libnvrtc in this environment to compile a kernel with")
+            raise Unsupported("no libnvrtc in this environment to compile a kernel with", kind="environment")
         facts = {}
         try:
             target = runtime._jit_target(facts, "sass")

@@ -39,8 +39,11 @@ def bench_torch(torch, bench, import_seconds):
             try:
                 if name == "fp8":
                     major, minor = torch.cuda.get_device_capability()
-                    if (major, minor) < (8, 9) or not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
-                        raise Unsupported("fp8 matrix products need compute capability 8.9+ and torch._scaled_mm")
+                    if (major, minor) < (8, 9):
+                        raise Unsupported("this GPU (compute capability %d.%d) has no fp8 tensor cores: fp8 matrix products need 8.9+"
+                                          % (major, minor), kind="gpu")
+                    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+                        raise Unsupported("this torch has no torch._scaled_mm or float8_e4m3fn for fp8 matrix products")
                     a = torch.randn(size, size, device=cuda).to(torch.float8_e4m3fn)
                     b = torch.randn(size, size, device=cuda).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
                     scale = torch.tensor(1.0, device=cuda)

@@ -3,7 +3,8 @@ last stage, with the critical events NVML delivers in between, so that a verdict
 or broken GPU from a broken stack. The probe reports; gpucompat.gpu_state decides.
 
     result["gpu_state"] = {"before": SNAPSHOT, "after": SNAPSHOT, "events": [EVENT, ...],
-                           "events_error": None, or why NVML could not watch}
+                           "events_error": None, or why NVML could not watch,
+                           "gpus": every GPU NVML lists, whatever CUDA_VISIBLE_DEVICES says: [{"index", "name", "uuid"}]}
     SNAPSHOT = {"uuid", "pci_bus_id", "name", "memory": {"total_mib", "free_mib", "used_mib"},
                 "compute_mode": "default" | "exclusive_thread" | "prohibited" | "exclusive_process",
                 "mig_mode", "persistence_mode": "enabled" | "disabled",
@@ -23,7 +24,7 @@ import os
 import threading
 import time
 
-from .nvml import THROTTLE_REASONS, Nvml, NvmlMemory
+from .nvml import THROTTLE_REASONS, Nvml, NvmlMemory, own_pids  # noqa: F401 (own_pids named here too)
 
 SUCCESS, NOT_SUPPORTED, INSUFFICIENT_SIZE, TIMEOUT, GPU_IS_LOST = 0, 3, 7, 10, 15
 NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory (no permission, or WDDM)
@@ -48,29 +49,6 @@ class PciInfo(ctypes.Structure):
 class EventData(ctypes.Structure):
     _fields_ = [("device", ctypes.c_void_p), ("eventType", ctypes.c_ulonglong), ("eventData", ctypes.c_ulonglong),
                 ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
-
-
-def own_pids():
-    """This process and its descendants (share children, torchrun workers), from /proc."""
-    mine, parents = {os.getpid()}, {}
-    try:
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open("/proc/%s/stat" % entry) as handle:
-                        parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-    except OSError:
-        return mine
-    grew = True
-    while grew:
-        grew = False
-        for pid, parent in parents.items():
-            if parent in mine and pid not in mine:
-                mine.add(pid)
-                grew = True
-    return mine
 
 
 class Reader:
@@ -202,7 +180,7 @@ class Watch:
         self.stop, self.started, self.thread, self.event_set = threading.Event(), threading.Event(), None, None
         # every key is there from the start: the thread only replaces values, so the result can be
         # written (json.dump) at any moment without a dict changing size under it
-        record.update(before=None, after=None, events=[], events_error=None)
+        record.update(before=None, after=None, events=[], events_error=None, gpus=None)
 
     def begin(self):
         self.thread = threading.Thread(target=self._run, name="gpucompat-gpu-state", daemon=True)
@@ -217,6 +195,8 @@ class Watch:
         try:
             self.nvml = self.nvml or Nvml()
             self.record["before"] = snapshot(self.nvml)
+            # every GPU NVML lists: a CUDA_VISIBLE_DEVICES that names none of them is told from its value (analysis.py)
+            self.record["gpus"] = self.nvml.gpus()
             self._register()
         finally:
             self.started.set()

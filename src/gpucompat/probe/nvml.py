@@ -1,25 +1,69 @@
 """NVML (libnvidia-ml.so.1) through ctypes: a snapshot of the clocks, power, temperature and throttle
-reasons around every bench figure, and the telemetry thread that samples the GPU at 10 Hz while the
-bench runs.
+reasons around every bench figure, the GPU's power and clock limits against their defaults, the other
+processes computing on the GPU while a figure is measured (per-process samples), and the telemetry
+thread that samples the GPU at 10 Hz while the bench runs.
 """
 
 import ctypes
 import os
+import threading
 import time
 
 THROTTLE_REASONS = ((0x1, "gpu_idle"), (0x2, "applications_clocks"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
                     (0x10, "sync_boost"), (0x20, "sw_thermal"), (0x40, "hw_thermal"), (0x80, "hw_power_brake"),
                     (0x100, "display_clocks"))
+SUCCESS, NOT_FOUND, INSUFFICIENT_SIZE = 0, 6, 7
+CLOCK_SM = 1  # nvmlClockType_t NVML_CLOCK_SM
+
+
+def own_pids():
+    """This process and its descendants (share children, torchrun workers), from /proc."""
+    mine, parents = {os.getpid()}, {}
+    try:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open("/proc/%s/stat" % entry) as handle:
+                        parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+    except OSError:
+        return mine
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    return mine
+
+
+def process_name(lib, pid):
+    """A process's short name: /proc/PID/comm where this namespace sees it, else NVML's (its path), else None."""
+    try:
+        with open("/proc/%d/comm" % pid) as handle:
+            return handle.read().strip() or None
+    except (OSError, ValueError):
+        pass
+    named = getattr(lib, "nvmlSystemGetProcessName", None) if lib is not None else None
+    buffer = ctypes.create_string_buffer(256)
+    if named is not None and named(ctypes.c_uint(pid), buffer, ctypes.c_uint(256)) == SUCCESS:
+        return buffer.value.decode(errors="replace") or None
+    return None
 
 
 class Nvml:
-    """The GPU's clocks, power, temperature and throttle reasons, through libnvidia-ml.so.1 (NVML's C API)."""
+    """The GPU's clocks, power, temperature and throttle reasons, through libnvidia-ml.so.1 (NVML's C API).
+    `lib` and `handle` are None where NVML or this GPU cannot be opened (`error` says why); `loaded` is
+    the initialised library even then, so that the GPUs NVML lists can still be read (gpus())."""
 
     def __init__(self):
-        self.lib, self.handle, self.error = None, None, None
+        self.lib, self.handle, self.error, self.loaded, self.contention = None, None, None, None, None
         try:
             lib = ctypes.CDLL("libnvidia-ml.so.1")
             self._check(lib.nvmlInit_v2(), "nvmlInit_v2")
+            self.loaded = lib
             handle = ctypes.c_void_p()
             visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
             if visible.startswith(("GPU-", "MIG-")):  # the local executor pins a probe to one GPU by UUID
@@ -28,6 +72,7 @@ class Nvml:
                 index = int(visible) if visible.isdigit() else 0
                 self._check(lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)), "nvmlDeviceGetHandleByIndex_v2")
             self.lib, self.handle = lib, handle
+            self.contention = Contention(self)
         except (OSError, AttributeError, RuntimeError) as exc:
             self.error = str(exc)
 
@@ -37,8 +82,11 @@ class Nvml:
             raise RuntimeError("%s returned NVML error %d" % (call, code))
 
     def _uint(self, call, *args):
+        function = getattr(self.lib, call, None)
+        if function is None:
+            return None
         value = ctypes.c_uint(0)
-        code = getattr(self.lib, call)(self.handle, *(args + (ctypes.byref(value),)))
+        code = function(self.handle, *(args + (ctypes.byref(value),)))
         return value.value if code == 0 else None
 
     def snapshot(self):
@@ -50,10 +98,49 @@ class Nvml:
         if query(self.handle, ctypes.byref(reasons)) == 0:
             throttle = [name for bit, name in THROTTLE_REASONS if reasons.value & bit]
         power, limit = self._uint("nvmlDeviceGetPowerUsage"), self._uint("nvmlDeviceGetEnforcedPowerLimit")
-        return {"sm_mhz": self._uint("nvmlDeviceGetClockInfo", 1), "mem_mhz": self._uint("nvmlDeviceGetClockInfo", 2),
-                "max_sm_mhz": self._uint("nvmlDeviceGetMaxClockInfo", 1), "temp_c": self._uint("nvmlDeviceGetTemperature", 0),
+        return {"sm_mhz": self._uint("nvmlDeviceGetClockInfo", CLOCK_SM), "mem_mhz": self._uint("nvmlDeviceGetClockInfo", 2),
+                "max_sm_mhz": self._uint("nvmlDeviceGetMaxClockInfo", CLOCK_SM), "temp_c": self._uint("nvmlDeviceGetTemperature", 0),
                 "power_w": power / 1000.0 if power is not None else None,
                 "power_limit_w": limit / 1000.0 if limit is not None else None, "throttle": throttle}
+
+    def limits(self):
+        """The power limit and the SM application clock as set now, beside the card's defaults: an
+        administrator's lower setting holds every figure down (None where NVML cannot say)."""
+        if self.lib is None:
+            return {"error": self.error}
+        watts = lambda milli: milli / 1000.0 if milli is not None else None  # noqa: E731
+        return {"power_limit_w": watts(self._uint("nvmlDeviceGetPowerManagementLimit")),
+                "default_power_limit_w": watts(self._uint("nvmlDeviceGetPowerManagementDefaultLimit")),
+                "enforced_power_limit_w": watts(self._uint("nvmlDeviceGetEnforcedPowerLimit")),
+                "applications_sm_mhz": self._uint("nvmlDeviceGetApplicationsClock", CLOCK_SM),
+                "default_applications_sm_mhz": self._uint("nvmlDeviceGetDefaultApplicationsClock", CLOCK_SM),
+                "max_sm_mhz": self._uint("nvmlDeviceGetMaxClockInfo", CLOCK_SM)}
+
+    def memory(self):
+        """{"total_mib", "used_mib"} of this GPU now, or None."""
+        memory = NvmlMemory()
+        if self.lib is None or self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(memory)) != SUCCESS:
+            return None
+        return {"total_mib": memory.total >> 20, "used_mib": memory.used >> 20}
+
+    def gpus(self):
+        """Every GPU NVML lists, whatever CUDA_VISIBLE_DEVICES says: [{"index", "name", "uuid"}]; None without NVML."""
+        lib = self.loaded
+        if lib is None:
+            return None
+        count = ctypes.c_uint(0)
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != SUCCESS:
+            return None
+        found = []
+        for index in range(min(count.value, 64)):
+            handle, name, uuid = ctypes.c_void_p(), ctypes.create_string_buffer(96), ctypes.create_string_buffer(96)
+            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != SUCCESS:
+                found.append({"index": index, "name": None, "uuid": None})
+                continue
+            found.append({"index": index,
+                          "name": name.value.decode(errors="replace") if lib.nvmlDeviceGetName(handle, name, ctypes.c_uint(96)) == SUCCESS else None,
+                          "uuid": uuid.value.decode(errors="replace") if lib.nvmlDeviceGetUUID(handle, uuid, ctypes.c_uint(96)) == SUCCESS else None})
+        return found
 
 
 class NvmlUtilization(ctypes.Structure):
@@ -64,6 +151,100 @@ class NvmlMemory(ctypes.Structure):
     _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
 
 
+class ProcessUtilizationSample(ctypes.Structure):
+    """nvml.h's nvmlProcessUtilizationSample_t: timeStamp in microseconds (CPU time), utilizations in percent."""
+    _fields_ = [("pid", ctypes.c_uint), ("timeStamp", ctypes.c_ulonglong), ("smUtil", ctypes.c_uint), ("memUtil", ctypes.c_uint),
+                ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
+
+
+def process_utilization(lib, handle, last_seen_us):
+    """NVML's per-process samples newer than last_seen_us: [(pid, timestamp_us, sm_pct, mem_pct)], or an
+    int (NVML's error code) where it cannot give them (a MIG instance, a GPU too old, no permission).
+    First asked with no room, to learn the count, as pynvml does; NOT_FOUND means no sample since then."""
+    function = getattr(lib, "nvmlDeviceGetProcessUtilization", None)
+    if function is None:
+        return "missing"
+    count = ctypes.c_uint(0)
+    code = function(handle, None, ctypes.byref(count), ctypes.c_ulonglong(last_seen_us))
+    if code in (SUCCESS, NOT_FOUND):
+        return []
+    if code != INSUFFICIENT_SIZE:
+        return code
+    count.value = count.value * 2 + 8  # room for samples that arrive meanwhile
+    samples = (ProcessUtilizationSample * count.value)()
+    code = function(handle, samples, ctypes.byref(count), ctypes.c_ulonglong(last_seen_us))
+    if code == NOT_FOUND:
+        return []
+    if code != SUCCESS:
+        return code
+    return [(s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in samples[:count.value]]
+
+
+class Contention:
+    """Which processes computed on the GPU while a figure was measured: poll() reads NVML's per-process
+    samples (the telemetry thread calls it at 10 Hz, begin() and end() once more); between begin() and
+    end() every sample is added to its process. A process is the probe's own when it is this process or
+    one of its descendants (share children, torchrun workers) at the time it is first seen, while it runs.
+
+    end() -> {"processes": [{"pid", "name", "own", "samples", "sm_pct_mean", "sm_pct_max", "mem_pct_mean",
+              "mem_pct_max", "used_mib"}], "samples": n, "own_seen": bool, "error": None or why}
+    """
+
+    def __init__(self, nvml):
+        self.nvml, self.lock = nvml, threading.Lock()
+        self.last_us, self.window, self.mine, self.error = 0, None, {}, None
+
+    def poll(self):
+        with self.lock:
+            samples = process_utilization(self.nvml.lib, self.nvml.handle, self.last_us)
+            if not isinstance(samples, list):
+                self.error = "NVML gives no per-process samples here (nvmlDeviceGetProcessUtilization: %s)" % samples
+                return
+            new = [s for s in samples if s[1] > self.last_us]
+            if not new:
+                return
+            self.last_us = max(s[1] for s in new)
+            unknown = set(s[0] for s in new) - set(self.mine)
+            if unknown:  # classified while they run: a child that has exited is no longer found under this process
+                walked = own_pids()
+                for pid in unknown:
+                    self.mine[pid] = pid in walked
+            if self.window is None:
+                return
+            for pid, _stamp, sm, mem in new:
+                totals = self.window.setdefault(pid, [0, 0, 0, 0, 0])
+                totals[0] += 1
+                totals[1] += sm
+                totals[2] = max(totals[2], sm)
+                totals[3] += mem
+                totals[4] = max(totals[4], mem)
+
+    def begin(self):
+        self.poll()  # what came before the figure is left out
+        with self.lock:
+            self.window = {}
+
+    def end(self, running=None):
+        """running: {pid: used_mib} of the compute processes on the GPU now (gpustate.processes), or None."""
+        self.poll()
+        with self.lock:
+            window, self.window = self.window or {}, None
+        running = running or {}
+        found = []
+        for pid in sorted(set(window) | set(running)):
+            n, sm_sum, sm_max, mem_sum, mem_max = window.get(pid, [0, 0, 0, 0, 0])
+            own = self.mine.get(pid)
+            if own is None:
+                own = pid in own_pids()
+                self.mine[pid] = own
+            found.append({"pid": pid, "name": process_name(self.nvml.lib, pid), "own": own, "samples": n,
+                          "sm_pct_mean": round(float(sm_sum) / n, 1) if n else None, "sm_pct_max": sm_max if n else None,
+                          "mem_pct_mean": round(float(mem_sum) / n, 1) if n else None, "mem_pct_max": mem_max if n else None,
+                          "used_mib": running.get(pid)})
+        return {"processes": found, "samples": sum(p["samples"] for p in found),
+                "own_seen": any(p["own"] for p in found), "error": self.error}
+
+
 TELEMETRY_PERIOD_S = 0.1
 TELEMETRY_MAX = 12000  # 20 minutes at 10 Hz: the record stays bounded however long the bench runs
 TELEMETRY_COLUMNS = ["t_s", "util_pct", "memory_used_mib", "power_w", "sm_mhz", "temp_c"]
@@ -71,20 +252,23 @@ TELEMETRY_COLUMNS = ["t_s", "util_pct", "memory_used_mib", "power_w", "sm_mhz", 
 
 class Telemetry:
     """NVML samples every TELEMETRY_PERIOD_S in a daemon thread while the bench runs:
-    facts["telemetry"] = {"columns": TELEMETRY_COLUMNS, "samples": [[...], ...]} (t_s from its start)."""
+    facts["telemetry"] = {"columns": TELEMETRY_COLUMNS, "samples": [[...], ...]} (t_s from its start).
+    The same thread reads NVML's per-process samples for the figure being measured (Contention)."""
 
     def __init__(self, nvml, facts):
-        import threading
-
         self.nvml, self.samples, self.stop = nvml, [], threading.Event()
         facts["telemetry"] = {"columns": TELEMETRY_COLUMNS, "period_s": TELEMETRY_PERIOD_S, "samples": self.samples}
         self.thread = threading.Thread(target=self._run, name="gpucompat-telemetry", daemon=True)
 
     def _run(self):
         began = time.perf_counter()
-        lib, handle = self.nvml.lib, self.nvml.handle
+        lib, handle, contention = self.nvml.lib, self.nvml.handle, self.nvml.contention
         util, memory, value = NvmlUtilization(), NvmlMemory(), ctypes.c_uint(0)
-        while not self.stop.wait(TELEMETRY_PERIOD_S) and len(self.samples) < TELEMETRY_MAX:
+        while not self.stop.wait(TELEMETRY_PERIOD_S):
+            if contention is not None and contention.error is None:
+                contention.poll()
+            if len(self.samples) >= TELEMETRY_MAX:
+                continue
             row = [round(time.perf_counter() - began, 3)]
             row.append(util.gpu if lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == 0 else None)
             row.append(memory.used >> 20 if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) == 0 else None)

@@ -76,9 +76,11 @@ def share_figures(framework, bench, counts):
                 return [total], extra
             figure = bench.measure("shared_" + measurement, dtype, "TFLOP/s" if measurement == "matmul" else "images/s", body)
             shutil.rmtree(work, ignore_errors=True)
-            if "value" not in figure:
-                break
             figure["processes"] = n
+            if "value" not in figure:  # the larger counts are not tried, and said so
+                for later in counts[counts.index(n) + 1:]:
+                    bench.skip("shared_" + measurement, dtype, "not tried: the %d-process figure before it was not made" % n, processes=later)
+                break
             if n == 1:
                 alone = figure["value"]
 

@@ -4,7 +4,11 @@ tables (every figure, scaling over GPUs, MIG instances); the hand-drawn SVG char
 A bench row is one figure the probe measured after a cell passed (store.bench_rows): a stack on a GPU,
 a `measurement` (matmul per data type, copy, h2d, d2h, launch, train, first_step), its median `value`
 in `unit`, which way is `better`, the interquartile `spread` of the repetitions, the datasheet `peak`
-and `share` of it where known, and whether the GPU was `throttled` while it ran.
+and `share` of it where known, and what it was measured under: `condition` ("normal", "at power limit
+(700 W)", or the warnings: other processes computing, thermal or hardware slowdown, a lower limit set by
+an administrator, idle clocks), `contended` (another process computed meanwhile) and `throttled` (a clock
+warning). A figure the bench could not make is a row with value None, `missing` (its kind) and
+`missing_reason` (bench.missing_reason): every view lists it.
 
 Everything here is a pure function of the rows.
 """
@@ -39,8 +43,9 @@ TITLES = {"matmul": "Matrix-product throughput", "copy": "Device memory bandwidt
 MODELS = {"scaling_cnn": "CNN", "scaling_large": "large model"}
 KEY_FIELDS = ("framework", "version", "variant", "python", "gpu", "measurement", "dtype", "processes")
 CSV_COLUMNS = ["cell", "sweep", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver", "measurement", "dtype",
-               "processes", "value", "unit", "better", "spread", "repetitions", "peak", "share", "throttled", "loss",
-               "sm_mhz_before", "sm_mhz_after", "power_w_after", "temp_c_after", "throttle_after", "note"]
+               "processes", "value", "unit", "better", "spread", "repetitions", "peak", "share", "condition", "contended", "contention",
+               "throttled", "missing", "missing_reason", "loss", "sm_mhz_before", "sm_mhz_after", "power_w_after", "temp_c_after",
+               "throttle_after", "note"]
 THRESHOLD = 0.10  # a figure moved only when the median moved by more than this share of the old value (and the spreads)
 
 
@@ -138,10 +143,21 @@ def _throttle_reasons(row: dict) -> list[str]:
     return list(_clock(row, "after").get("throttle") or []) or list(_clock(row, "before").get("throttle") or [])
 
 
+def condition_cell(row: dict) -> str:
+    """The Conditions cell: "normal", "at power limit (700 W)", the warnings, or why the figure is missing."""
+    if row.get("value") is None:  # the Value cell already says "not measured"
+        return str(row.get("missing_reason") or "no value recorded")
+    return str(row.get("condition") or "")
+
+
+def warned(row: dict) -> bool:
+    """A figure not to take at face value: contended, a clock warning, or missing."""
+    return row.get("value") is None or bool(row.get("contended")) or bool(row.get("throttled"))
+
+
 def display(row: dict) -> dict:
     """One figure as text, shared by the terminal table and the HTML summary."""
     value = row.get("value")
-    reasons = _throttle_reasons(row)
     return {
         "stack": stack_label(row),
         "python": str(row.get("python") or ""),
@@ -153,10 +169,24 @@ def display(row: dict) -> dict:
         "spread": f"± {spread_number(row['spread'])}" if row.get("spread") is not None else "",
         "share": f"{row['share'] * 100:.0f} %" if row.get("share") is not None else "",
         "peak": f"{number(row['peak'])} {row.get('unit') or ''}".strip() if row.get("peak") is not None else "",
-        "throttled": ("yes" + (f" ({', '.join(map(str, reasons))})" if reasons else "")) if row.get("throttled") else "",
+        "condition": condition_cell(row),
         "repetitions": row.get("repetitions"),
         "note": str(row.get("note") or ""),
     }
+
+
+def closing_note(rows: list[dict]) -> str | None:
+    """The sweep's closing line's bench part: how many figures, how many contended, with a clock warning, not made."""
+    if not rows:
+        return None
+    made = [r for r in rows if r.get("value") is not None]
+    contended = sum(1 for r in made if r.get("contended"))
+    throttled = sum(1 for r in made if r.get("throttled"))
+    absent = len(rows) - len(made)
+    parts = [f"{contended} contended by other processes" if contended else "none contended"]
+    parts += [f"{throttled} with a clock warning"] if throttled else []
+    parts += [f"{absent} not measured"] if absent else []
+    return f"{len(made)} bench figure{'' if len(made) == 1 else 's'} ({', '.join(parts)}; `gpucompat results --bench` says why)"
 
 
 def _change(loss: float) -> str:
@@ -190,10 +220,10 @@ def bench_table(rows: list[dict], wide: bool = False):
         return Text("This sweep has no benchmark figures (run the sweep with --bench).")
     rows = sorted_rows(rows)
     shown = [display(r) for r in rows]
-    notes = ["; ".join(filter(None, [_n_note(r), s["note"],
-                                     r.get("throttled") and _throttle_reasons(r) and "throttled: " + ", ".join(map(str, _throttle_reasons(r)))]))
-             for s, r in zip(shown, rows)]
+    notes = ["; ".join(filter(None, [_n_note(r), s["note"]])) for s, r in zip(shown, rows)]
     with_spread = [f"{s['value']} {s['spread']}" if s["spread"] else s["value"] for s in shown]
+    def condition_style(r):
+        return "red" if r.get("value") is None or r.get("contended") else "yellow" if r.get("throttled") else None
     columns = [
         Col("stack", "Stack", [_t(s["stack"]) for s in shown], "words", 14),
         Col("python", "Python", [_t(s["python"]) for s in shown]),
@@ -204,15 +234,11 @@ def bench_table(rows: list[dict], wide: bool = False):
         Col("value", "Value", [_t(s["value"], justify="right") for s in shown], "words", 13),  # '781.2 TFLOP/s' on one line
         Col("spread", "± IQR", [_t(s["spread"], justify="right") for s in shown]),
         Col("share", "Of peak", [_t(s["share"], justify="right") for s in shown]),
+        Col("condition", "Conditions", [_t(s["condition"], condition_style(r)) for s, r in zip(shown, rows)], "flex", 12, share=0),
     ]
     steps = [Step("note"), Step("cc", into="gpu"), Step("python", into="stack", header="Stack (Python)"),
              Step("dtype", into="measurement"),
              Step("spread", into="value", header="Value ± IQR", cells=[_t(v, justify="right") for v in with_spread])]
-    if any(r.get("throttled") for r in rows):
-        columns.append(Col("throttled", "Throttled", [_t("yes" if r.get("throttled") else "", "yellow") for r in rows]))
-        steps.append(Step("throttled", into="value", header="Value ± IQR", cells=[
-            Text.assemble(v, (" throttled", "yellow"), justify="right") if r.get("throttled") else _t(v, justify="right")
-            for v, r in zip(with_spread, rows)]))
     if any(_processes(r) > 1 for r in rows):  # sharing one GPU or scaling over GPUs: how many processes ran at once
         counts = [str(_processes(r)) if is_shared(r) or is_scaling(r) else "" for r in rows]
         columns.insert(6, Col("processes", "Processes", [_t(c, justify="right") for c in counts]))
@@ -220,9 +246,17 @@ def bench_table(rows: list[dict], wide: bool = False):
                                                                    for s, c in zip(shown, counts)]))
     if any(notes):
         columns.append(Col("note", "Note", [_t(n) for n in notes], "flex", 12, share=0))
-    throttled = sum(1 for r in rows if r.get("throttled"))
-    title = (f"Benchmarks ({len(rows)} figures; ± is the interquartile range of the repetitions"
-             + (f"; {throttled} measured while the GPU was throttled" if throttled else "") + ")")
+    # the narrowest terminal: the conditions go under the value, never away
+    steps.append(Step("condition", into="value", header="Value ± IQR, conditions", cells=[
+        Text.assemble(Text(v, justify="right"), "\n", (s["condition"], condition_style(r) or "")) for v, s, r in zip(with_spread, shown, rows)]))
+    made = [r for r in rows if r.get("value") is not None]
+    contended = sum(1 for r in made if r.get("contended"))
+    throttled = sum(1 for r in made if r.get("throttled"))
+    absent = len(rows) - len(made)
+    title = (f"Benchmarks ({len(made)} figure{'' if len(made) == 1 else 's'}; ± is the interquartile range of the repetitions"
+             + (f"; {contended} measured while other processes computed on the GPU" if contended else "")
+             + (f"; {throttled} with a clock warning" if throttled else "")
+             + (f"; {absent} not measured, with why" if absent else "") + ")")
     return FitTable(title, columns, steps, wide)
 
 
@@ -236,7 +270,10 @@ def bench_csv(rows: list[dict]) -> str:
     writer.writeheader()
     for row in sorted_rows(rows):
         before, after = _clock(row, "before"), _clock(row, "after")
-        writer.writerow({**row, "sm_mhz_before": before.get("sm_mhz"), "sm_mhz_after": after.get("sm_mhz"),
+        writer.writerow({**row, "condition": condition_cell(row),
+                         "contention": "; ".join(f"{p.get('pid')} {p.get('name') or ''} {p.get('sm_pct_mean')}%".strip()
+                                                 for p in row.get("contention") or []),
+                         "sm_mhz_before": before.get("sm_mhz"), "sm_mhz_after": after.get("sm_mhz"),
                          "power_w_after": after.get("power_w"), "temp_c_after": after.get("temp_c"),
                          "throttle_after": " | ".join(map(str, after.get("throttle") or []))})
     return out.getvalue()
@@ -260,14 +297,22 @@ def _pooled(rows: list[dict]) -> dict:
     if len(rows) == 1:
         r = rows[0]
         return {"value": r.get("value"), "spread": r.get("spread"), "unit": r.get("unit"), "better": r.get("better"),
-                "throttled": bool(r.get("throttled")), "cells": [r.get("cell")], "sweep": r.get("sweep")}
+                "throttled": bool(r.get("throttled")), "cells": [r.get("cell")], "sweep": r.get("sweep"),
+                "contended": _contended_text(rows), "missing_reason": r.get("missing_reason"),
+                "units": {r.get("unit")} if r.get("value") is not None else set()}
     values = [r["value"] for r in rows if r.get("value") is not None]
     spreads = [r["spread"] for r in rows if r.get("spread") is not None]
     return {"value": statistics.median(values) if values else None,
             "spread": max([*spreads, (max(values) - min(values)) if values else 0.0]),
             "unit": rows[0].get("unit"), "better": rows[0].get("better"), "throttled": any(r.get("throttled") for r in rows),
             "cells": [r.get("cell") for r in rows], "sweep": rows[0].get("sweep"),
-            "units": {r.get("unit") for r in rows}}
+            "units": {r.get("unit") for r in rows if r.get("value") is not None},
+            "contended": _contended_text(rows), "missing_reason": next((r.get("missing_reason") for r in rows if r.get("missing_reason")), None)}
+
+
+def _contended_text(rows: list[dict]) -> str:
+    """'' where no row was contended; else who computed beside it: 'pid 4242 python3 (SM 48 %)'."""
+    return "; ".join(str(r.get("contention_text") or "another process") for r in rows if r.get("contended") and r.get("value") is not None)
 
 
 # What moves between two runs of the same cell on an idle GPU beyond their own repetitions' spread:
@@ -283,7 +328,8 @@ def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = 
     Rows are matched by (framework, version, variant, python, gpu, measurement, dtype). A figure changed
     only when its median moved by more than the larger of `threshold` (10 %) of the old value (or the
     measurement's NOISE_FLOOR) and the two spreads (interquartile ranges) added: noise within what the
-    repetitions, or two runs of the same cell, already show is no change.
+    repetitions, or two runs of the same cell, already show is no change. A figure measured while another
+    process computed on the GPU (contended) is compared with nothing: its pair is not_compared, saying so.
 
     Each entry: {"key": {...the seven fields}, "before", "after", "unit", "better", "change",
     "spread_before", "spread_after", "throttled_before", "throttled_after", "cells_before", "cells_after"}.
@@ -304,20 +350,30 @@ def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = 
         named = dict(zip(KEY_FIELDS, key))
         a = _pooled(old[key]) if key in old else None
         b = _pooled(new[key]) if key in new else None
-        entry = {"key": named, "before": a and a["value"], "after": b and b["value"], "unit": (b or a)["unit"],
-                 "better": (b or a)["better"], "change": None, "spread_before": a and a["spread"], "spread_after": b and b["spread"],
+        valued = b if b is not None and b["value"] is not None else a if a is not None and a["value"] is not None else (b or a)
+        entry = {"key": named, "before": a and a["value"], "after": b and b["value"], "unit": valued["unit"],
+                 "better": valued["better"], "change": None, "spread_before": a and a["spread"], "spread_after": b and b["spread"],
                  "throttled_before": bool(a and a["throttled"]), "throttled_after": bool(b and b["throttled"]),
-                 "cells_before": a["cells"] if a else [], "cells_after": b["cells"] if b else []}
+                 "cells_before": a["cells"] if a else [], "cells_after": b["cells"] if b else [],
+                 "contended_before": (a and a.get("contended")) or "", "contended_after": (b and b.get("contended")) or ""}
         reason = None
         if a is None:
             reason = "only in the later sweep"
         elif b is None:
             reason = "only in the earlier sweep"
-        elif len(a.get("units", {a["unit"]}) | b.get("units", {b["unit"]})) > 1:
+        elif len(a["units"] | b["units"]) > 1:
             reason = f"the unit differs ({a['unit']} before, {b['unit']} after)"
         elif a["value"] is None or b["value"] is None:
             reason = "not measured in " + ("both sweeps" if a["value"] is None and b["value"] is None else
                                            "the earlier sweep" if a["value"] is None else "the later sweep")
+            why = b.get("missing_reason") if b["value"] is None else a.get("missing_reason")
+            reason += f" ({why})" if why else ""
+        elif a.get("contended") or b.get("contended"):
+            side = ("both sweeps" if a.get("contended") and b.get("contended") else
+                    "the earlier sweep" if a.get("contended") else "the later sweep")
+            who = "; ".join(filter(None, [a.get("contended"), b.get("contended")]))
+            reason = (f"contended in {side}: another process computed on the GPU while it was measured ({who}), "
+                      "so the change is not the stack's")
         elif a["value"] <= 0:
             reason = f"the earlier value ({a['value']}) cannot be the base of a relative change"
         elif entry["better"] not in ("higher", "lower"):
@@ -355,8 +411,10 @@ def compare_table(result: dict, before: int | str | None = None, after: int | st
     unchanged = len(result.get("unchanged", []))
     a = f"Sweep {before}" if before is not None else "Before"
     b = f"Sweep {after}" if after is not None else "After"
-    summary = (f"Performance changes: {len(slower)} slower, {len(faster)} faster, {unchanged} within noise, {len(skipped)} not compared "
-               f"(a change is a median moving by more than {THRESHOLD * 100:.0f} % and the two interquartile ranges)")
+    contended = sum(1 for e in skipped if e.get("contended_before") or e.get("contended_after"))
+    summary = (f"Performance changes: {len(slower)} slower, {len(faster)} faster, {unchanged} within noise, {len(skipped)} not compared"
+               + (f" ({contended} measured while another process computed on the GPU)" if contended else "")
+               + f" (a change is a median moving by more than {THRESHOLD * 100:.0f} % and the two interquartile ranges)")
     items: list = [Text(summary, style="bold red" if slower else "bold")]
     moved = slower + faster
     if moved:
@@ -395,7 +453,7 @@ def compare_table(result: dict, before: int | str | None = None, after: int | st
 def bench_summary(rows: list[dict]) -> list[dict]:
     """The HTML report's table: every figure as display text (the terminal table's columns), sorted the
     same way; the template escapes it."""
-    return [{**display(r), "throttled_flag": bool(r.get("throttled")), "measurement_key": r.get("measurement")} for r in sorted_rows(rows)]
+    return [{**display(r), "throttled_flag": warned(r), "measurement_key": r.get("measurement")} for r in sorted_rows(rows)]
 
 
 def _scaling_series(rows: list[dict]) -> dict[tuple, dict[int, list[dict]]]:

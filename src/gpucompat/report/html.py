@@ -74,7 +74,9 @@ def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, m
         return None
     from . import bench, charts
 
-    rows = list(bench_rows or [])
+    every = list(bench_rows or [])
+    rows = [r for r in every if r.get("value") is not None]  # the charts draw what was measured
+    absent = [r for r in every if r.get("value") is None]  # the table lists what was not, with why
     plain = bench.plain_rows(rows)
     shared = [r for r in rows if bench.is_shared(r)]
     scaling = [r for r in rows if bench.is_scaling(r)]
@@ -87,9 +89,10 @@ def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, m
             series.append({"cell": s.get("cell"), "label": f"cell {s.get('cell', '?')}: {s.get('framework') or ''} {s.get('version') or ''} on {s.get('gpu') or ''}",
                            "samples": len(s.get("samples") or []), "seconds": bench._trim(bench.number(max(times) if times else 0)), "chart": chart})
     return {"count": len(rows), "plain": len(plain), "throttled": sum(1 for r in rows if r.get("throttled")),
+            "contended": sum(1 for r in rows if r.get("contended")), "missing": len(absent),
             "throughput": charts.throughput_chart(plain),
             "trend": charts.trend_chart(plain, "matmul", dtype) if dtype and charts.trend_versions(plain, "matmul", dtype) > 1 else "",
-            "trend_dtype": dtype, "summary": bench.bench_summary(plain),
+            "trend_dtype": dtype, "summary": bench.bench_summary(plain + absent),
             "sharing": charts.sharing_chart(shared), "shared_count": len(shared), "mig": bench.mig_table(rows, mig_reference),
             "scaling": charts.scaling_chart(scaling), "scaling_table": bench.scaling_table(scaling),
             "telemetry": series, "profiles": _profiles(list(profiles))}

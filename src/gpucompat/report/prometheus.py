@@ -9,6 +9,12 @@ What is a sample and what is not:
 - gpucompat_cell_code is 1 for every cell with a verdict, observed or predicted (label observed), so a
   table can show the code and the stage; gpucompat_cell_untested is 1 for each cell that could not be
   tested, with its cause.
+- A bench figure says what it was measured under with low-cardinality series beside its value:
+  gpucompat_bench_contended (1: another process computed on the GPU meanwhile, so the value is not the
+  stack's alone; the processes themselves, pids and names, are in `results --bench --json`, not labels),
+  gpucompat_bench_condition (one series per condition: normal, at_power_limit, contended, thermal, ...),
+  gpucompat_bench_throttled (a clock warning; the card's own power cap is not one). A figure the bench
+  could not make has no value sample but a gpucompat_bench_missing series with its reason's kind.
 - A family with no samples (no bench rung, a sweep still running) keeps its HELP and TYPE lines: the
   set of families a file declares does not depend on its data (Prometheus' parser drops empty ones).
 
@@ -26,6 +32,7 @@ from ..model import PASS, UNTESTED
 
 CELL_LABELS = ("framework", "version", "variant", "python", "env", "gpu", "cc", "driver")
 BENCH_LABELS = CELL_LABELS + ("measurement", "dtype", "unit", "processes")  # processes: sharing one GPU, or GPUs in a scaling run
+MISSING_LABELS = CELL_LABELS + ("measurement", "dtype", "processes")  # a figure not made has no unit
 
 # name: help text, in the order they are written
 FAMILIES = {
@@ -38,7 +45,10 @@ FAMILIES = {
     "gpucompat_bench_value": "A bench figure of the stack on this GPU class, in the unit of its label (median of the repetitions).",
     "gpucompat_bench_spread": "The interquartile range of a bench figure's repetitions, in the unit of its label.",
     "gpucompat_bench_share_of_peak": "A bench figure as a share of the GPU's datasheet dense peak (0 to 1), where that peak is known.",
-    "gpucompat_bench_throttled": "1 if NVML saw the GPU power- or thermal-throttled while the figure was taken, 0 otherwise.",
+    "gpucompat_bench_throttled": "1 if the GPU's clocks were held below what the card gives as set up while the figure was taken (thermal or hardware slowdown, power brake, a power limit or application clocks set below the default, idle clocks at the start), 0 otherwise; the card's own power cap is its normal ceiling, not throttling.",
+    "gpucompat_bench_contended": "1 if another process computed on the GPU (NVML per-process SM utilisation above 0) while the figure was measured, so the value is not the stack's alone; 0 otherwise.",
+    "gpucompat_bench_condition": "1 for each condition the figure was measured under: normal, at_power_limit (the card's own cap, expected), contended, thermal, hw_slowdown, power_brake, power_limit_lowered, applications_clocks, idle_clocked.",
+    "gpucompat_bench_missing": "1 for each figure the bench could not make, with the kind of reason: out_of_memory, gpu (the GPU lacks the data type), framework (no such operation), environment, depends (a figure it needed was not made), skipped, error.",
 }
 
 
@@ -114,11 +124,17 @@ def to_prometheus(sweep: dict, rows: list[dict], bench_rows: list[dict]) -> str:
             labels + (("code", code), ("stage", str(row.get("stage") or "")), ("observed", "true" if observed else "false")), 1)
 
     for row in _latest(bench_rows, BENCH_LABELS):
+        if row.get("value") is None:  # not made: its reason, and no value, spread or condition
+            families["gpucompat_bench_missing"].add(_labels(row, MISSING_LABELS) + (("reason", str(row.get("missing") or "error")),), 1)
+            continue
         labels = _labels(row, BENCH_LABELS)
         families["gpucompat_bench_value"].add(labels, row.get("value"))
         families["gpucompat_bench_spread"].add(labels, row.get("spread"))
         families["gpucompat_bench_share_of_peak"].add(labels, row.get("share") if row.get("peak") else None)
         families["gpucompat_bench_throttled"].add(labels, bool(row.get("throttled")))
+        families["gpucompat_bench_contended"].add(labels, bool(row.get("contended")))
+        for kind in sorted({c.get("kind") for c in row.get("conditions") or [] if isinstance(c, dict) and c.get("kind")}) or ["normal"]:
+            families["gpucompat_bench_condition"].add(labels + (("condition", str(kind)),), 1)
 
     lines = []
     for name, help_text in FAMILIES.items():
