@@ -300,7 +300,8 @@ def test_a_stacks_error_text_is_printed_clean_on_every_path(isolated):
     plan = write(isolated / "plan.toml", '[[stacks]]\nframework = "torch"\nenv = "current"\n')
     env = {"PYTHONPATH": str(fakes), "COLUMNS": "400"}  # wide: each reason on one line of its table
     swept = run_cli("sweep", str(plan), env=env, check=0, timeout=300)  # the live output: a line per cell, then the tables
-    shown = {"sweep": swept.stdout + swept.stderr}
+    checked = run_cli("check", "torch", "--env", "current", env=env, timeout=300)  # the early probe's path
+    shown = {"sweep": swept.stdout + swept.stderr, "check": checked.stdout + checked.stderr}
     for name, args in (("results", []), ("cells", ["--cells"]), ("json", ["--json"]), ("md", ["--format", "md"]),
                        ("csv", ["--format", "csv"]), ("junit", ["--format", "junit"])):
         shown[name] = run_cli("results", *args, env={"COLUMNS": "400"}, check=0).stdout
@@ -312,7 +313,7 @@ def test_a_stacks_error_text_is_printed_clean_on_every_path(isolated):
         assert "internal error" not in text, (name, text)  # the reports keep the probe's traceback as evidence, JSON-escaped
         assert _unprintable(text) == [], (name, text)
     # what the error said is still there, each escape sequence taken out whole (no "]0;PWNED", no "[2J")
-    for name in ("sweep", "cells", "csv"):
+    for name in ("sweep", "check", "cells", "csv"):
         said = " ".join(shown[name].split())
         assert "ImportError: boom cleared red evil end" in said, (name, said)
         assert "PWNED" not in said and "[2J" not in said, (name, said)
