@@ -2,7 +2,7 @@
 
 The Python judged (given, or this interpreter's) is in the text and the JSON; a bare driver branch is read as the
 newest release of it the knowledge names and said so; a build that needs the system's CUDA libraries is conditional
-(its own verdict, code, exit code 4); an empty advise says why and what would work; beside the newest stack that
+(its own verdict, code, exit code 5); an empty advise says why and what would work; beside the newest stack that
 works, the smallest change from what was asked; the question is read before the store is asked anything.
 """
 
@@ -106,7 +106,7 @@ def test_tensorflow_before_and_cuda_is_conditional_in_text_json_and_exit_code():
     assert next(r for r in data["reasons"] if r["rule"] == "CUDA libraries")["verdict"] == "conditional"
     assert all(n["verdict"] == "pass" for n in data["nearest"]) and data["nearest"], data["nearest"]  # only self-contained fixes
     proc = run_cli("explain", *args, "--exit-code", env=WIDTH)
-    assert proc.returncode == 4
+    assert proc.returncode == 5
     text = joined(proc.stdout)
     assert "Python 3.10: CONDITIONAL NEEDS_SYSTEM_CUDA" in text and "needs: CUDA 11.2 and cuDNN 8.1 installed on the system" in text
     assert ": PASS" not in text

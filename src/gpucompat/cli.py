@@ -374,7 +374,7 @@ def explain(
     pool: Optional[str] = typer.Option(None, "--pool", help="Answer for every GPU class of a site: slurm, htcondor, kubernetes (discovered as "
                                        "a sweep does) or a plan file's targets."),
     sources: bool = typer.Option(False, "--sources", help="Print each source in full (default: short references listed at the end)."),
-    exit_code: bool = typer.Option(False, "--exit-code", help="Exit 0 for pass, 1 for fail, 3 for uncertain, 4 for conditional (it needs the system's CUDA libraries; with --pool: the best class)."),
+    exit_code: bool = typer.Option(False, "--exit-code", help="Exit 0 for pass, 1 for fail, 3 for uncertain, 5 for conditional (it needs the system's CUDA libraries; with --pool: the best class)."),
     db: Optional[str] = typer.Option(None, help=DB_HELP + " Its observed cells answer first; the rules' prediction is shown beside them."),
     source: Optional[str] = typer.Option(None, "--source", help="Only observations from local, imported, or one site's bundles."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -404,8 +404,8 @@ def explain(
         for item in view(result, sources, wide):
             out.print(item, crop=False)  # each fits the width; install commands are whole lines, never cut
     if exit_code:  # 0 pass, 1 fail, 3 uncertain (an internal error, also 3, prints "internal error:" on stderr and no answer),
-        # 4 conditional: it runs on the GPU only where the system has the CUDA libraries it names
-        raise typer.Exit({"pass": 0, "fail": 1, "uncertain": 3, "conditional": 4}[result["verdict"]])
+        # 5 conditional: it runs on the GPU only where the system has the CUDA libraries it names
+        raise typer.Exit({"pass": 0, "fail": 1, "uncertain": 3, "conditional": 5}[result["verdict"]])
 
 
 @app.command()

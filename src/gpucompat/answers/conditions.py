@@ -5,7 +5,7 @@ to 2.13) load CUDA and cuDNN from the system, and so does plain `tensorflow` fro
 extra would have brought them for; without them TensorFlow runs on the CPU and says so only in a log
 line. Such a build's answer is `conditional` with the code NEEDS_SYSTEM_CUDA, naming the CUDA and cuDNN
 the release was tested with (tensorflow_builds.csv): distinct from pass in the text, the JSON and
-`--exit-code` (4). `tensorflow[and-cuda]` brings them, so it is self-contained, and advise ranks it first.
+`--exit-code` (5). `tensorflow[and-cuda]` brings them, so it is self-contained, and advise ranks it first.
 """
 
 from __future__ import annotations

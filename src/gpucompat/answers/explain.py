@@ -31,7 +31,8 @@ def judge(question: Question, cc: str | None, driver: str | None, python: str | 
     here = next((v for v in choices if predicted(v, None).verdict == PASS), None) if python else None  # the build read without a Python
     variant, prediction = next(((v, p) for v, p in judged if p.verdict == PASS), None) or \
         next(((v, p) for v, p in judged if v == here), judged[0])
-    notes = [assumed_note(question, variant)]
+    # the build read is said, unless it is what was typed (tensorflow==2.11.0 is TensorFlow 2.11's GPU build)
+    notes = [assumed_note(question, variant)] if spec_text(question.framework, question.version, variant) != question.typed else []
     if here is not None and here != variant:
         notes.append(f"with Python {python} the build judged is {spec_text(question.framework, question.version, variant)}: "
                      f"{spec_text(question.framework, question.version, here)}, the build this GPU and driver would run, "

@@ -17,7 +17,7 @@ from packaging.version import Version
 from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_package
 from .conditions import CONDITIONAL, system_libraries
-from .drivers import MINOR_COMPAT, driver_candidates, oldest_driver  # noqa: F401 (nearest's names before drivers.py)
+from .drivers import oldest_driver
 from .questions import gpu_variants, known_releases, spec_text
 
 

@@ -221,11 +221,13 @@ def pool_view(result: dict, wide: bool = False) -> list:
     out: list = [*_notes(result.get("notes", [])), head, table, *class_nearest_view(classes)]
     requests = [c for c in classes if c["request"]]
     if result["executor"] == "htcondor" and result.get("htcondor"):
-        out += [Text("Ask HTCondor for the classes that pass (in the submit description):")]
+        which = "that pass" if not result.get("conditional") else "it runs on (a CONDITIONAL one only with the system's CUDA libraries)"
+        out += [Text(f"Ask HTCondor for the classes {which} (in the submit description):")]
         out += [WholeLine(line) for line in result["htcondor"].splitlines()]
     elif requests:
         what = {"slurm": "Slurm", "kubernetes": "Kubernetes (in the pod spec)"}.get(result["executor"], result["executor"])
-        out += [Text(f"Ask {what} for the classes that pass:")] + [WholeLine(c["request"]) for c in requests]
+        which = "that pass" if not result.get("conditional") else "it runs on (a CONDITIONAL one only with the system's CUDA libraries)"
+        out += [Text(f"Ask {what} for the classes {which}:")] + [WholeLine(c["request"]) for c in requests]
     elif not result["passing"] and not any(c.get("nearest") for c in classes):
         out += [Text("No class of the pool is predicted to pass; `gpucompat explain SPEC --gpu NAME --driver VERSION` gives the nearest yes for one.")]
     return out

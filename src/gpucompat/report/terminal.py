@@ -278,7 +278,9 @@ class AdviseTable:
 
     def _table(self, install: list[Text], kind: str) -> FitTable:
         items = self.items
-        notes = [Text("; ".join(i["warnings"]) or (f"sweep {i['sweep']}, driver {i['driver']}" if i["source"] == "observed" else ""))
+        notes = [Text(("conditional: " if i.get("verdict") == "conditional" else "")  # it needs the system's CUDA (answers/conditions.py)
+                      + ("; ".join(i["warnings"]) or (f"sweep {i['sweep']}, driver {i['driver']}" if i["source"] == "observed" else "")),
+                      style="blue" if i.get("verdict") == "conditional" else "")
                  for i in items]
         return FitTable(escape(self.result["note"]), [
             Col("source", "Source", [_text(i["source"]) for i in items]),
