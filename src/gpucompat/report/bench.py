@@ -367,13 +367,12 @@ def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = 
             reason = "not measured in " + ("both sweeps" if a["value"] is None and b["value"] is None else
                                            "the earlier sweep" if a["value"] is None else "the later sweep")
             why = b.get("missing_reason") if b["value"] is None else a.get("missing_reason")
-            reason += f" ({why})" if why else ""
+            reason += f": {why}" if why else ""
         elif a.get("contended") or b.get("contended"):
             side = ("both sweeps" if a.get("contended") and b.get("contended") else
                     "the earlier sweep" if a.get("contended") else "the later sweep")
             who = "; ".join(filter(None, [a.get("contended"), b.get("contended")]))
-            reason = (f"contended in {side}: another process computed on the GPU while it was measured ({who}), "
-                      "so the change is not the stack's")
+            reason = f"contended in {side}: {who} computed on the GPU while it was measured, so the change is not the stack's"
         elif a["value"] <= 0:
             reason = f"the earlier value ({a['value']}) cannot be the base of a relative change"
         elif entry["better"] not in ("higher", "lower"):
