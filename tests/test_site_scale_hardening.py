@@ -29,6 +29,16 @@ CURRENT = '[[stacks]]\nframework = "cuda-runtime"\nenv = "current"\n'
 TWO_CURRENT = CURRENT + '[[stacks]]\nframework = "torch"\nenv = "current"\n'
 
 
+@pytest.fixture(autouse=True)
+def a_torch_to_find(tmp_path, monkeypatch):
+    """An importable torch package for the plans' `env = "current"` torch stack: without one (a fresh machine) that
+    stack is 'not installed here' and gets no job files, which is not what these tests count."""
+    package = tmp_path / "site" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('a stand-in: only found, never imported by the submit side')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(package.parent), os.environ.get("PYTHONPATH")])))
+
+
 def slurm_plan(targets: int, extra: str = "") -> str:
     classes = "".join(f'[[targets]]\nname = "GPU {i}"\ncc = "8.0"\n' for i in range(targets))
     return f'executor = "slurm"\n{extra}\n{classes}{TWO_CURRENT}'

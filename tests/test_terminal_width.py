@@ -111,8 +111,9 @@ def test_grouped_tables_fit(width):
     text = render(results_tables(SURPRISES, VALID, INVALID, per_cell=False), width)
     assert_fits(text, width)
     tokens = words(text)
-    for key in ("ENV_UNRESOLVABLE", "(resolve)", "DRIVER_TOO_OLD", "SOME_NEW_CODE", "Capability", "9.0", "13.5"):
+    for key in ("ENV_UNRESOLVABLE", "(resolve)", "DRIVER_TOO_OLD", "SOME_NEW_CODE", "CC", "Reason", "9.0", "13.5"):
         assert key in tokens, key
+    assert in_order(UV_ERROR.split(), tokens)  # the reason is in the grouped view too, wrapped, never cut
 
 
 def advice(install: str) -> dict:
