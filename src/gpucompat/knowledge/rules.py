@@ -172,7 +172,8 @@ def arch_rule(cc: str, sass: list[str] | None, ptx: list[str] | None, source: st
                       warning=f"runs by PTX JIT from {jit[-1]} (no SASS for sm_{major}{minor}): slow first start")
     # name the a/f targets that a plain target of the same number would have served
     suffixed = [item for item in [*(sass or []), *(ptx or [])] if (p := _arch(item)) and p[3] and (p[1], p[2]) <= (major, minor)]
-    why = f" ({', '.join(suffixed)} {'is' if len(suffixed) == 1 else 'are'} arch- or family-specific and do not carry over)" if suffixed else ""
+    one = len(suffixed) == 1
+    why = f" ({', '.join(suffixed)} {'is' if one else 'are'} arch- or family-specific and {'does' if one else 'do'} not carry over)" if suffixed else ""
     return Reason(name, FAIL, f"the build has {listed}; nothing of it runs on compute capability {cc} (sm_{major}{minor}){why}",
                   source + (f" ; {ARCH_SOURCE}" if suffixed else ""), "ARCH_UNSUPPORTED", "compute")
 
