@@ -4,6 +4,7 @@ first and predictions second (each says which), with the exact install command."
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -167,13 +168,19 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
     return result
 
 
-def judgeable_releases(framework: str, variant: str) -> list[Version]:
+def judgeable_releases(framework: str, variant: str) -> tuple[Version, ...]:
     """The final releases the knowledge can judge, oldest first (JAX: jaxlib's and the CUDA plugins' file lists)."""
+    # one file list per package: torch's and JAX's releases do not depend on the build, TensorFlow's and CuPy's package do
+    return _judgeable_releases(framework, variant if framework in ("tensorflow", "cupy") else None)
+
+
+@lru_cache(maxsize=None)  # the tables do not change while a process runs; advise asks once per candidate series
+def _judgeable_releases(framework: str, variant: str | None) -> tuple[Version, ...]:
     found = set(known_releases(framework, variant))
     if framework == "jax":
         for plugin in ("jax-cuda12-plugin", "jax-cuda13-plugin"):
             found |= {tables.version(r["version"]) for r in tables.table("python_wheels") if r["package"] == plugin and r["pythons"]}
-    return sorted(v for v in found if v is not None and not v.is_prerelease and not v.is_devrelease and judgeable(framework, v))
+    return tuple(sorted(v for v in found if v is not None and not v.is_prerelease and not v.is_devrelease and judgeable(framework, v)))
 
 
 def _series_releases(framework: str, version: str, variant: str) -> list[str]:
