@@ -115,8 +115,9 @@ def other_python(framework: str, version: str, variant: str, cc: str | None, dri
     if not runs or want is None:
         return None
     nearest = min(runs, key=lambda p: (abs(tables.version(p).minor - want.minor), tables.version(p) < want))
+    needs = system_libraries(framework, version, variant)
     return {"kind": "python", "label": "another Python", "python": nearest, "pythons": runs, "spec": spec_text(framework, version, variant),
-            "warnings": [], "install": None}
+            "verdict": CONDITIONAL if needs else PASS, **({"needs": needs} if needs else {}), "warnings": [], "install": None}
 
 
 def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:

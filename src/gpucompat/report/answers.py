@@ -132,8 +132,9 @@ def nearest_view(items: list[dict], where: str) -> list:
             continue
         if item["kind"] == "python":  # only the Python is in the way: another interpreter, no install command
             others = ", ".join(item["pythons"])
-            grid.add_row(Text(item["label"], style="cyan"), Text(f"{item['spec']} passes with Python {item['python']} "
-                                                                 f"(it runs here with Python {others})"))
+            runs = f"is conditional with Python {item['python']}: it needs {item['needs']['text']}" if item.get("needs") \
+                else f"passes with Python {item['python']}"
+            grid.add_row(Text(item["label"], style="cyan"), Text(f"{item['spec']} {runs} (it runs here with Python {others})"))
             out += [Padding(grid, (0, 0, 0, 2))]
             continue
         how = " (under CUDA minor-version compatibility)" if any("minor-version" in w for w in item["warnings"]) else ""
