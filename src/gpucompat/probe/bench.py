@@ -93,7 +93,7 @@ class Bench:
         self.facts["figures"].append(figure)
         contention = self.nvml.contention
         if contention is not None:
-            contention.begin()
+            contention.begin()  # reads NVML only; a failing call is kept as its error code, never raised
         before = self.nvml.snapshot()
         began = time.perf_counter()
         try:
@@ -109,7 +109,10 @@ class Bench:
         figure["duration_s"] = round(time.perf_counter() - began, 3)
         figure["clocks"] = {"before": before, "after": self.nvml.snapshot()}
         if contention is not None:
-            figure["contention"] = contention.end(self._running())
+            try:
+                figure["contention"] = contention.end(self._running())
+            except Exception as exc:  # the figure stands without it
+                figure["contention"] = {"processes": [], "samples": 0, "own_seen": None, "error": "%s: %s" % (type(exc).__name__, exc)}
         LOG.info("bench %s %s: %s in %.3f s", measurement, dtype or "-", "%.4g %s" % (figure["value"], unit) if "value" in figure
                  else figure.get("unsupported") or (figure.get("error") or {}).get("type"), figure["duration_s"])
         _checkpoint()
