@@ -216,3 +216,15 @@ def test_two_gpus_are_both_listed(tmp_path):
     state = in_probe(tmp_path, WATCH, "GPUS=2", env={"CUDA_VISIBLE_DEVICES": "1"})
     assert [g["index"] for g in state["gpus"]] == [0, 1] and state["gpus"][1]["uuid"].startswith("GPU-5e4f0a11")
     assert state["before"]["uuid"] == "GPU-5e4f0a11-2222-3333-4444-555555555555"  # index 1 is there: the probe opens it
+
+
+def test_a_recorded_h100_run_alone_is_at_power_limit_or_normal_never_throttled(tmp_path, store):
+    """docs/evidence/bench-h100/first-try/torch.json: torch 2.11 alone on the lent H100, every matrix product
+    under the 700 W SW power cap (the old table said "Throttled: yes" for each). Recorded before the probe kept
+    the limits' defaults or per-process samples: the cap is read at the enforced limit, nothing is contended."""
+    recorded = json.loads((REPO / "docs" / "evidence" / "bench-h100" / "first-try" / "torch.json").read_text())
+    rows = shown(store, store_sweep(store, recorded))
+    assert {k: r["condition"] for k, r in rows.items() if k[0] == "matmul"} == {
+        ("matmul", d): "at power limit (700 W)" for d in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")}
+    assert rows[("launch", "")]["condition"] == "normal" and rows[("d2h", "")]["condition"] == "normal"
+    assert not any(r["throttled"] or r["contended"] or r["value"] is None for r in rows.values())

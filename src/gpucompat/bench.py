@@ -138,7 +138,7 @@ def conditions(data: dict | None) -> list[dict]:
     if lowered:
         out.append({"kind": "power_limit_lowered", "warning": True,
                     "text": f"power limit {enforced:.0f} W, below the card's default {default:.0f} W"})
-    elif "sw_power_cap" in reasons:
+    elif "sw_power_cap" in (after.get("throttle") or []):  # its own work at the cap; a cap left from the figure before is not
         cap = f" ({enforced:.0f} W)" if isinstance(enforced, (int, float)) else ""
         out.append({"kind": "at_power_limit", "warning": False, "text": f"at power limit{cap}"})
     app, app_default = limits.get("applications_sm_mhz"), limits.get("default_applications_sm_mhz")
