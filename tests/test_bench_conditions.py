@@ -159,6 +159,7 @@ def test_results_report_and_prometheus_show_conditions_and_missing_figures(tmp_p
     run_cli("report", "-o", str(report), "--db", url, env=env, check=0)
     html = report.read_text()
     assert "<th>Conditions</th>" in html and "contended: pid 3800" in html and "out of GPU memory while other processes held" in html
+    assert "· contended" in html  # the throughput chart marks the bar too
 
 
 def test_diff_never_compares_a_contended_figure_with_an_uncontended_one(tmp_path, store):

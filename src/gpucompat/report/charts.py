@@ -108,9 +108,10 @@ def throughput_chart(rows: list[dict], width: int = 760, standalone: bool = Fals
             length = max(r["value"] * scale, 1)
             shown = display(r)
             label = f"{shown['value']}" + (f" {shown['spread']}" if shown["spread"] else "") + (f" · {shown['share']} of peak" if shown["share"] else "")
+            label += " · contended" if r.get("contended") else ""  # another process computed beside it: not the stack's speed
             label += " · throttled" if r.get("throttled") else ""
             tip = f"{heading}: {d} {label}" + (f"; peak {shown['peak']}" if shown["peak"] else "") + (f"; {shown['note']}" if shown["note"] else "")
-            outline = ' stroke="#c0392b" stroke-width="1.5" stroke-dasharray="3 2"' if r.get("throttled") else ""
+            outline = ' stroke="#c0392b" stroke-width="1.5" stroke-dasharray="3 2"' if r.get("throttled") or r.get("contended") else ""
             body.append(f'<g class="bar" data-dtype="{_a(d)}"><title>{_a(tip)}</title>'
                         f'<text x="{x0 - 6}" y="{y + 12}" text-anchor="end">{_a(d)}</text>'
                         f'<rect x="{x0}" y="{y}" width="{length:.1f}" height="{bar}" fill="{COLORS.get(d, "#5a6272")}"{outline}/>')
@@ -199,8 +200,8 @@ def trend_chart(rows: list[dict], measurement: str = "matmul", dtype: str | None
                 shown = display(r)
                 tip = (f"{stack_label(r)} py{r.get('python') or '?'} on {gpu}: {shown['value']}"
                        + (f" {shown['spread']}" if shown["spread"] else "") + (f" ({shown['share']} of peak)" if shown["share"] else "")
-                       + (" throttled" if r.get("throttled") else ""))
-                hollow = ' fill="#fff" stroke-width="2"' if r.get("throttled") else f' fill="{color}"'
+                       + (" contended" if r.get("contended") else "") + (" throttled" if r.get("throttled") else ""))
+                hollow = ' fill="#fff" stroke-width="2"' if r.get("throttled") or r.get("contended") else f' fill="{color}"'
                 group.append(f'<circle cx="{px(i):.1f}" cy="{py(r["value"]):.1f}" r="4" stroke="{color}"{hollow}><title>{_a(tip)}</title></circle>')
         group.append("</g>")
         body += group
