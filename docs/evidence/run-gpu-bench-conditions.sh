@@ -37,17 +37,17 @@ note() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; }
 { nvidia-smi; nvidia-smi --query-gpu=index,uuid,name,driver_version,power.limit,power.default_limit,clocks.applications.graphics,clocks.default_applications.graphics,clocks.max.sm --format=csv; } > "$WORK/nvidia-smi.txt" 2>&1
 cat "$WORK/nvidia-smi.txt" >> "$LOG"
 
-export_case() {  # export_case NAME: the newest check's bench figures as JSON and Prometheus text, and its table in the log
-  gpucompat results --bench --json > "$WORK/bench-$1.json" 2>> "$LOG"
-  gpucompat results --format prometheus > "$WORK/$1.prom" 2>> "$LOG"
-  gpucompat results --bench >> "$LOG" 2>&1
+export_case() {  # export_case NAME SWEEP: its bench figures as JSON and Prometheus text, and its table in the log
+  gpucompat results --bench --json --sweep "$2" > "$WORK/bench-$1.json" 2>> "$LOG"
+  gpucompat results --format prometheus --sweep "$2" > "$WORK/$1.prom" 2>> "$LOG"
+  gpucompat results --bench --sweep "$2" >> "$LOG" 2>&1
 }
 
-check_torch() {  # check_torch NAME: sweeps 1 (alone), 2 (contended) and 3 (memory) of the fresh store
+check_torch() {  # check_torch NAME SWEEP: each check is one sweep of the fresh store, 1 (alone), 2 (contended), 3 (memory)
   note "check torch --env current --bench ($1)"
   gpucompat check torch --env current --bench >> "$LOG" 2>&1
   echo "exit $?" >> "$LOG"
-  export_case "$1"
+  export_case "$1" "$2"
 }
 
 # 0. the plain loop, alone
@@ -56,14 +56,14 @@ note "plain bf16 matmul (bench_plain_matmul.py), alone"
 cat "$WORK/plain.json" >> "$LOG"
 
 # 1. alone
-check_torch alone
+check_torch alone 1
 
 # 2. contended: another plain torch process multiplies bf16 matrices for the whole run
 rm -f "$WORK/load.ready"
 "$PY" docs/evidence/bench_plain_matmul.py load "$WORK/load.ready" > "$WORK/load.log" 2>&1 & load=$!
 for _ in $(seq 60); do [ -f "$WORK/load.ready" ] && break; sleep 1; done
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >> "$LOG" 2>&1
-check_torch contended
+check_torch contended 2
 kill "$load"; wait "$load" 2>/dev/null
 
 # 3. memory: another process holds all but 3 GiB of the GPU's memory (and computes nothing)
@@ -79,16 +79,16 @@ rm -f "$WORK/hold.ready"
 "$PY" "$WORK/hold.py" "$WORK/hold.ready" > "$WORK/hold.log" 2>&1 & hold=$!
 for _ in $(seq 60); do [ -f "$WORK/hold.ready" ] && break; sleep 1; done
 cat "$WORK/hold.ready" "$WORK/hold.log" >> "$LOG" 2>&1
-check_torch memory
+check_torch memory 3
 kill "$hold"; wait "$hold" 2>/dev/null
 
 # 4. a CUDA_VISIBLE_DEVICES that names no GPU on this machine
 note "check cupy --env current, CUDA_VISIBLE_DEVICES=1"
 CUDA_VISIBLE_DEVICES=1 gpucompat check cupy --env current >> "$LOG" 2>&1; echo "exit $?" >> "$LOG"
-gpucompat results --format json > "$WORK/hidden-index.json" 2>> "$LOG"
+gpucompat results --format json --sweep 4 > "$WORK/hidden-index.json" 2>> "$LOG"
 note "check cupy --env current, CUDA_VISIBLE_DEVICES=GPU-00000000-1111-2222-3333-444444444444"
 CUDA_VISIBLE_DEVICES=GPU-00000000-1111-2222-3333-444444444444 gpucompat check cupy --env current >> "$LOG" 2>&1; echo "exit $?" >> "$LOG"
-gpucompat results --format json > "$WORK/hidden-uuid.json" 2>> "$LOG"
+gpucompat results --format json --sweep 5 > "$WORK/hidden-uuid.json" 2>> "$LOG"
 
 # the comparisons: a contended figure is never compared with an uncontended one
 note "diff 1 2 --fail-on-slowdown (alone, contended)"
@@ -110,10 +110,17 @@ for case in ("hidden-index", "hidden-uuid"):
     for row in data["valid"] + data["invalid"] + data["untested"]:
         print(f"   {case:<13} {row['framework']:<5} {row['code']:<10} {row['stage'] or '':<7} {row['reason']}")
 print("== bf16 matmul: the plain loop against each case")
-plain = json.load(open(f"{work}/plain.json"))
-print(f"   plain loop, alone: {plain['median_tflops']:.1f} TFLOP/s (min {plain['min_tflops']:.1f}, max {plain['max_tflops']:.1f})")
+try:
+    plain = json.load(open(f"{work}/plain.json"))
+    print(f"   plain loop, alone: {plain['median_tflops']:.1f} TFLOP/s (min {plain['min_tflops']:.1f}, max {plain['max_tflops']:.1f})")
+except (OSError, ValueError, KeyError) as exc:
+    print(f"   plain loop: no figure ({exc})")
 for case in ("alone", "contended", "memory"):
-    rows = json.load(open(f"{work}/bench-{case}.json"))
+    try:
+        rows = json.load(open(f"{work}/bench-{case}.json"))
+    except (OSError, ValueError) as exc:
+        print(f"   {case}: no bench figures ({exc})")
+        continue
     for r in rows:
         if r["measurement"] == "matmul" and r["dtype"] == "bf16":
             print(f"   {case:<10} {r['value'] if r['value'] is None else round(r['value'], 1)} TFLOP/s; {r['condition'] or r['missing_reason']}")
@@ -125,12 +132,19 @@ PY
 "$PY" - "$WORK" "$DIR" <<'PY'
 import json, sys
 work, out = sys.argv[1], sys.argv[2]
-cases = {case: json.load(open(f"{work}/bench-{case}.json")) for case in ("alone", "contended", "memory")}
-cases["plain"] = json.load(open(f"{work}/plain.json"))
+def read(path, parse=json.load):
+    try:
+        with open(path) as handle:
+            return parse(handle)
+    except (OSError, ValueError) as exc:
+        return {"unreadable": f"{path}: {exc}"}
+cases = {case: read(f"{work}/bench-{case}.json") for case in ("alone", "contended", "memory")}
+cases["plain"] = read(f"{work}/plain.json")
 json.dump(cases, open(f"{out}/bench.json", "w"), indent=1)
 with open(f"{out}/prometheus.txt", "w") as handle:
     for case in ("alone", "contended", "memory"):
-        handle.write(f"# case {case}\n" + open(f"{work}/{case}.prom").read())
+        text = read(f"{work}/{case}.prom", lambda h: h.read())
+        handle.write(f"# case {case}\n" + (text if isinstance(text, str) else f"# {text['unreadable']}\n"))
 PY
 cp "$LOG" "$DIR/conditions.txt"
 tar -czf "$DIR/extra.tar.gz" -C "$WORK" $(cd "$WORK" && ls bench-*.json *.prom hidden-*.json plain.json nvidia-smi.txt load.log hold.log 2>/dev/null) -C /tmp pip-install.txt
