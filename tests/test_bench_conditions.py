@@ -185,6 +185,31 @@ def test_the_sweep_closing_line_counts_contended_and_missing_figures(tmp_path, s
     assert closing_note(rows) == "1 bench figure (1 contended by other processes, 3 not measured; `gpucompat results --bench` says why)"
 
 
+SHORT = """
+import json, time
+from gpucompat.probe.bench import Bench
+from gpucompat.probe.nvml import Telemetry
+facts = {}
+bench = Bench(facts, {})
+with Telemetry(bench.nvml, facts):
+    def long():
+        time.sleep(0.6)
+        return [780.0], {}
+    bench.measure("matmul", "bf16", "TFLOP/s", long)
+    for n in range(3):  # far shorter than the driver's sampling period: no sample comes in while they run
+        bench.measure("launch", str(n), "us", lambda: ([4.0], {}), better="lower")
+print(json.dumps([f["contention"] for f in facts["figures"]]))
+"""
+
+
+def test_a_figure_shorter_than_the_drivers_sampling_period_waits_for_the_sample_that_covers_it(tmp_path):
+    records = in_probe(tmp_path, SHORT, "OTHER_SM=48", "SAMPLE_EVERY=4")
+    for record in records:
+        assert [(p["pid"], p["sm_pct_max"]) for p in record["processes"] if not p["own"] and p["samples"]] == [(3800, 48)]
+    # on a GPU to itself (the other process computes nothing) a short figure waits for nothing
+    assert all(r["samples"] == 0 for r in in_probe(tmp_path, SHORT, "SAMPLE_EVERY=40")[1:])
+
+
 # ---- CUDA_VISIBLE_DEVICES naming no GPU: NVML lists the GPUs whatever it says ----------------------------
 
 WATCH = """

@@ -18,6 +18,7 @@
  *   -DPOWER_LIMIT=400000 the power limit in mW (default 700000, the H100 SXM's default)
  *   -DSM_MHZ=345         the SM clock now (default 1980, its maximum)
  *   -DNO_PROCESS_UTIL    nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (a MIG instance, say)
+ *   -DSAMPLE_EVERY=4     a new sample only at every 4th call, NOT_FOUND between (a driver sampling slower than asked)
  */
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +37,9 @@
 #endif
 #ifndef POWER_LIMIT
 #define POWER_LIMIT 700000
+#endif
+#ifndef SAMPLE_EVERY
+#define SAMPLE_EVERY 1
 #endif
 #ifndef SM_MHZ
 #define SM_MHZ 1980
@@ -100,12 +104,14 @@ int nvmlDeviceGetUtilizationRates(void *h, util_t *u) { GONE(); u->gpu = 100; u-
 /* Two samples per call (the caller at 50 % SM, pid 3800 at OTHER_SM), each newer than the last: as NVML
  * gives them, only those after lastSeen; first asked with no buffer, the count. */
 static unsigned long long stamp = 1764150000000000ULL;
+static unsigned int asked = 0;
 int nvmlDeviceGetProcessUtilization(void *h, psample_t *out, unsigned int *count, unsigned long long last_seen) {
     GONE();
 #ifdef NO_PROCESS_UTIL
     return 3;
 #endif
     if (out == 0 || *count < 2) { *count = 2; return 7; }
+    if (asked++ % SAMPLE_EVERY != 0) return 6; /* NOT_FOUND: no sample since last_seen */
     stamp += 100000;
     if (stamp <= last_seen) return 6; /* NOT_FOUND: nothing newer */
     memset(out, 0, 2 * sizeof *out);

@@ -180,6 +180,9 @@ def process_utilization(lib, handle, last_seen_us):
     return [(s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in samples[:count.value]]
 
 
+GRACE_S = 1.0
+
+
 class Contention:
     """Which processes computed on the GPU while a figure was measured: poll() reads NVML's per-process
     samples (the telemetry thread calls it at 10 Hz, begin() and end() once more); between begin() and
@@ -192,7 +195,7 @@ class Contention:
 
     def __init__(self, nvml):
         self.nvml, self.lock = nvml, threading.Lock()
-        self.last_us, self.window, self.mine, self.error = 0, None, {}, None
+        self.last_us, self.window, self.mine, self.error, self.others_computed = 0, None, {}, None, False
 
     def poll(self):
         with self.lock:
@@ -200,6 +203,7 @@ class Contention:
             if not isinstance(samples, list):
                 self.error = "NVML gives no per-process samples here (nvmlDeviceGetProcessUtilization: %s)" % samples
                 return
+            self.error = None
             new = [s for s in samples if s[1] > self.last_us]
             if not new:
                 return
@@ -209,6 +213,7 @@ class Contention:
                 walked = own_pids()
                 for pid in unknown:
                     self.mine[pid] = pid in walked
+            self.others_computed = self.others_computed or any(sm > 0 and not self.mine.get(pid) for pid, _s, sm, _m in new)
             if self.window is None:
                 return
             for pid, _stamp, sm, mem in new:
@@ -225,8 +230,16 @@ class Contention:
             self.window = {}
 
     def end(self, running=None):
-        """running: {pid: used_mib} of the compute processes on the GPU now (gpustate.processes), or None."""
+        """running: {pid: used_mib} of the compute processes on the GPU now (gpustate.processes), or None.
+        A figure shorter than the driver's sampling period (NVML: 1/6 s to 1 s) may have seen no sample yet:
+        then the next one, which covers its end, is waited for (at most GRACE_S), where another process has been
+        seen computing during this bench: on a GPU to itself nothing is waited for."""
         self.poll()
+        waited = 0.0
+        while waited < GRACE_S and self.others_computed and self.error is None and self.window is not None and not self.window:
+            time.sleep(0.1)
+            waited += 0.1
+            self.poll()
         with self.lock:
             window, self.window = self.window or {}, None
         running = running or {}
