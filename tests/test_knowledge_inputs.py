@@ -21,13 +21,8 @@ H100 = (None, "9.0", "580.65.06")
 # -- releases the tables do not hold: uncertain, never pass ------------------------------------
 
 @pytest.mark.parametrize("spec, driver", [
-    ("cupy-cuda12x==99", "580.65.06"),          # no CuPy 99 in the tables
     ("cupy-cuda99x==14.0.0", "580.65.06"),      # a package PyPI's file lists in the tables do not hold
-    ("jax[cuda12]==99.0", "580.65.06"),         # past the newest jax the tables were checked against (0.11)
-    ("jax[cuda13]==0.12.0", "580.65.06"),
-    ("torch==99", "580.65.06"),
-    ("torch==99+cu130", "580.65.06"),
-    ("tensorflow==99.0", "580.65.06"),
+    ("jax[cuda13]==0.12.0", "580.65.06"),       # past the newest jax the tables were checked against (0.11)
     ("cuda-runtime==6.5", "580.65.06"),         # older than the tables' CUDA 7.0
     ("cuda-runtime==14.0", "620.1"),            # a driver past the tables' newest row: its reach is unknown
 ])
@@ -38,7 +33,14 @@ def test_releases_the_knowledge_does_not_hold_are_uncertain(spec, driver):
     assert any("no data for" in r["text"] or "not in the knowledge tables" in r["text"] for r in deciding), deciding
 
 
-@pytest.mark.parametrize("spec", ["cupy-cuda12x==99", "jax[cuda12]==99.0", "cuda-runtime==6.5", "torch==99+cu130"])
+@pytest.mark.parametrize("spec", ["cupy-cuda12x==99", "jax[cuda12]==99.0", "torch==99", "torch==99+cu130", "tensorflow==99.0"])
+def test_releases_the_index_does_not_have_are_no_such_release(spec):
+    """Past the newest release PyPI's lists (as last read) hold: never uncertain, and the way to learn a newer one is said."""
+    with pytest.raises(UserError, match=r"no such release — PyPI's .* releases as read on [0-9-]+ go up to .*gpucompat knowledge update"):
+        explain(spec, None, "9.0", "580.65.06", "3.12")
+
+
+@pytest.mark.parametrize("spec", ["cupy-cuda99x==14.0.0", "jax[cuda13]==0.12.0", "cuda-runtime==6.5"])
 def test_the_no_data_rules_cite_where_they_looked(spec):
     result = explain(spec, *H100)
     assert all(r["source"] for r in result["reasons"] if "no data for" in r["text"])

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from ..errors import UserError
+
 from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_package
 from .conditions import CONDITIONAL, system_libraries
@@ -93,9 +95,13 @@ def steps(framework: str, version: str, variant: str, cc: str | None, driver: st
             passing = next(((v, p) for v in _builds(framework, text, variant)
                             for p in [predict_stack(framework, release_of(framework, text, v), v, cc, driver, python, gpu=gpu)]
                             if p.verdict == PASS), None)
-            if passing is not None:
+            if passing is None:
+                continue
+            try:
                 found.append(_item(kind, label, framework, text, passing[0], passing[1]))
-                break
+            except UserError:  # the index has no package for it (CUDA runtimes before 11): not a step a person can take
+                continue
+            break
     return found
 
 

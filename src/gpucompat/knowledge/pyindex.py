@@ -181,7 +181,7 @@ class RangeFile(io.RawIOBase):
             raise IndexFailed(f"the index {index.label} answered {exc.code} for {url.rsplit('/', 1)[-1]}; nothing was changed.") from None
         with response:
             span = response.headers.get("Content-Range", "")
-            if response.status != 206 or not re.fullmatch(r"bytes \d+-\d+/\d+", span):
+            if response.status != 206 or not re.fullmatch(r"bytes [0-9]+-[0-9]+/[0-9]+", span):
                 raise NoRanges(url)  # closed unread: nothing of the body is downloaded
             self.size = int(span.rsplit("/", 1)[1])
             self.tail = response.read()

@@ -18,7 +18,7 @@ from ..errors import UserError
 from . import overlay, tables
 
 UPDATE = "run `gpucompat knowledge update` to learn it"
-_READ_ON = re.compile(r"read (\d{4}-\d{2}-\d{2})")
+_READ_ON = re.compile(r"read ([0-9]{4}-[0-9]{2}-[0-9]{2})")
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,10 @@ def known(package: str) -> Known:
     return Known(package, frozenset(versions), max(finals, default=None), read_on, where)
 
 
+def _cupy_packages() -> tuple[str, ...]:
+    return tuple(sorted({r["package"] for r in tables.table("python_wheels") if r["package"].startswith("cupy-cuda")}))
+
+
 def learned_on() -> tuple[str | None, str | None]:
     """(the date of the last update, the index it read), or (None, None) where nothing was learned."""
     about = overlay.meta()
@@ -88,6 +92,8 @@ def check(framework: str, variant: str | None, version: str, described: bool) ->
         return None
     as_of = f" as read on {facts.read_on}" if facts.read_on else ""
     exists = plain in facts.versions or (framework == "jax" and plain <= facts.newest)  # jax has releases without a jaxlib
+    if not exists and framework == "cupy":  # a CuPy release published for other CUDA majors only: the rules say which exist
+        exists = any(plain in known(other).versions for other in _cupy_packages() if other != package)
     if not exists:
         raise UserError(f"{framework} {plain}: no such release — {facts.where}'s {package} releases{as_of} go up to {facts.newest}"
                         f"{'' if plain < facts.newest else f'; if {plain} came out since, {UPDATE}'}.")

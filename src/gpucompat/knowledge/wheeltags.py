@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-_LINUX_X86_64 = re.compile(r"^(manylinux1_x86_64|manylinux2010_x86_64|manylinux2014_x86_64"
-                           r"|manylinux_\d+_\d+_x86_64|linux_x86_64)$")
+_LINUX_X86_64 = re.compile(r"manylinux1_x86_64|manylinux2010_x86_64|manylinux2014_x86_64"
+                           r"|manylinux_[0-9]+_[0-9]+_x86_64|linux_x86_64", re.ASCII)
 
 
 def wheel_tags(filename: str) -> tuple[list[str], list[str], list[str]] | None:
@@ -29,14 +29,14 @@ def wheel_tags(filename: str) -> tuple[list[str], list[str], list[str]] | None:
 
 
 def is_linux_x86_64(platforms: list[str]) -> bool:
-    return any(_LINUX_X86_64.match(p) for p in platforms)
+    return any(_LINUX_X86_64.fullmatch(p) for p in platforms)
 
 
 def python_tokens(pys: list[str], abis: list[str]) -> set[str]:
     """Python versions a Linux wheel serves, as tokens for the pythons column."""
     out: set[str] = set()
     for py in pys:
-        m = re.fullmatch(r"cp(\d)(\d+)", py)
+        m = re.fullmatch(r"cp([0-9])([0-9]+)", py)
         if m:
             ver = f"{m.group(1)}.{m.group(2)}"
             if "abi3" in abis:
@@ -50,17 +50,17 @@ def python_tokens(pys: list[str], abis: list[str]) -> set[str]:
             if plain or not free:
                 out.add(ver)
             continue
-        m = re.fullmatch(r"py(\d)(\d*)", py)
+        m = re.fullmatch(r"py([0-9])([0-9]*)", py)
         if m:
             out.add(f"py{m.group(1)}")
     return out
 
 
 def _token_key(tok: str):
-    m = re.fullmatch(r"(\d+)\.(\d+)(t?)", tok)
+    m = re.fullmatch(r"([0-9]+)\.([0-9]+)(t?)", tok)
     if m:
         return (0, int(m.group(1)), int(m.group(2)), m.group(3))
-    m = re.fullmatch(r"abi3 from (\d+)\.(\d+)", tok)
+    m = re.fullmatch(r"abi3 from ([0-9]+)\.([0-9]+)", tok)
     if m:
         return (1, int(m.group(1)), int(m.group(2)), "")
     return (2, 0, 0, tok)
