@@ -11,7 +11,7 @@ PY=$(command -v python3)
 "$PY" -m pip install --no-index --find-links .whl --force-reinstall --no-deps gpucompat >> /tmp/pip-install.txt 2>&1
 export PATH="$(dirname "$PY"):$PATH"
 dir="$OUT/forced-jit"; mkdir -p "$dir"
-export GPUCOMPAT_DB="sqlite:///$dir/forced-jit.db"
+export GPUCOMPAT_DB="sqlite:////tmp/forced-jit.db" GPUCOMPAT_CACHE=/tmp/forced-jit-cache
 {
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv
   "$PY" -c "import torch, cupy; print('torch', torch.__version__, torch.cuda.get_arch_list(), '| cupy', cupy.__version__)"
