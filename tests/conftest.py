@@ -43,3 +43,15 @@ def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
 
+
+
+def stand_in_framework(where: Path, monkeypatch, name: str, body: str = "raise ImportError('a stand-in')\n") -> Path:
+    """A package `name` that this process and the processes it starts can find (PYTHONPATH and sys.path), for tests of
+    an `env = "current"` stack on a machine without the framework: a framework nobody can find is 'not installed here'
+    and never reaches a probe, a stand-in is found and then fails (or hangs) as its body says when the probe imports it."""
+    package = where / "stand-ins" / name
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(body)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(package.parent), os.environ.get("PYTHONPATH")])))
+    monkeypatch.syspath_prepend(str(package.parent))
+    return package.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, stand_in_framework
 from gpucompat.analysis import classify
 from gpucompat.bench import figures, present, throttled
 from gpucompat.errors import UserError
@@ -125,7 +125,8 @@ def test_the_plan_switches_the_bench_on_and_checks_its_table():
         parse_plan('bench = "yes"\n' + PLAN)
 
 
-def test_every_job_script_passes_the_bench_quoted(tmp_path):
+def test_every_job_script_passes_the_bench_quoted(tmp_path, monkeypatch):
+    stand_in_framework(tmp_path, monkeypatch, "torch")  # found here, so its cell gets a job script
     plan = tmp_path / "plan.toml"
     plan.write_text('executor = "slurm"\n[[targets]]\nname = "H100"\ncc = "9.0"\n[[stacks]]\nframework = "torch"\nenv = "current"\n'
                     '[bench]\ndtypes = ["bf16"]\ntimeout = "7m"\n')

@@ -14,13 +14,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, stand_in_framework
 
 from gpucompat.executors import early
 from gpucompat.model import BenchSpec, Timeouts
 
 
-def _check(isolated: Path, early_probe: str) -> tuple[dict, float, list[Path]]:
+def _check(isolated: Path, early_probe: str, monkeypatch) -> tuple[dict, float, list[Path]]:
+    stand_in_framework(isolated, monkeypatch, "cupy")  # found (so tested), then failing at import: the probe's own verdict
     run_cli("check", "cupy", "--env", "current", env={"GPUCOMPAT_EARLY_PROBE": early_probe}, check=1)
     results = sorted(isolated.rglob("result.json"))
     assert len(results) == 1, results
@@ -31,8 +32,8 @@ def _check(isolated: Path, early_probe: str) -> tuple[dict, float, list[Path]]:
     return json.loads(results[0].read_text()), created, results
 
 
-def test_the_probe_starts_before_the_sweep_is_stored_and_is_adopted(isolated):
-    facts, created, results = _check(isolated, "1")
+def test_the_probe_starts_before_the_sweep_is_stored_and_is_adopted(isolated, monkeypatch):
+    facts, created, results = _check(isolated, "1", monkeypatch)
     assert facts["started_at"] < created, "the probe started after the store, not before it"
     assert facts["framework"] == "cupy" and facts["finished"]
     cell = results[0].parent
@@ -41,8 +42,8 @@ def test_the_probe_starts_before_the_sweep_is_stored_and_is_adopted(isolated):
     assert not [p for p in leftovers if p.stat().st_mtime >= created - 5], leftovers
 
 
-def test_without_the_early_start_the_probe_starts_after_the_store(isolated):
-    facts, created, _ = _check(isolated, "0")
+def test_without_the_early_start_the_probe_starts_after_the_store(isolated, monkeypatch):
+    facts, created, _ = _check(isolated, "0", monkeypatch)
     assert facts["started_at"] > created
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, write
+from conftest import run_cli, stand_in_framework, write
 
 htcondor2 = pytest.importorskip("htcondor2", reason="the HTCondor bindings are part of the test extra (pip install 'gpucompat[htcondor]')")
 classad2 = pytest.importorskip("classad2")
@@ -387,6 +387,7 @@ def test_a_dag_submitted_through_the_bindings_then_collected(isolated, monkeypat
     monkeypatch.setattr(htcondor2, "Schedd", FakeSchedd)
     monkeypatch.setattr(FakeSchedd, "taken", [])
     monkeypatch.setattr(FakeSchedd, "refuse", True)
+    stand_in_framework(isolated, monkeypatch, "torch")  # the submit side finds a torch, so its cells are submitted
     plan = write(isolated / "plan.toml", PLAN)
     refused = cli("sweep", str(plan))
     assert refused.exit_code == 2 and "Failed to connect to schedd ap.example.org" in refused.output
