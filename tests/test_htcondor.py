@@ -338,7 +338,8 @@ env = "current"
 """
 
 
-def test_a_submit_with_no_schedd_is_one_sentence_and_the_sweep_is_not_submitted(isolated):
+def test_a_submit_with_no_schedd_is_one_sentence_and_the_sweep_is_not_submitted(isolated, monkeypatch):
+    stand_in_framework(isolated, monkeypatch, "torch")  # the submit side finds a torch, so its cells are submitted
     plan = write(isolated / "plan.toml", PLAN)
     proc = run_cli("sweep", str(plan), check=2)  # the real bindings, and no HTCondor here
     errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
