@@ -341,6 +341,12 @@ _OPTION_KINDS = {  # kind -> (whole-string pattern, what a value must be)
 }
 
 
+def _sbatch_option(option: str, names) -> str | None:
+    """The option of `names` that sbatch reads `option` as: sbatch takes any unambiguous prefix of a long option (--tim
+    is --time), so a prefix counts too, an exact name first."""
+    return option if option in names else next((name for name in names if name.startswith(option)), None)
+
+
 def _option(section: str, key: str, kind: str, value: object):
     """One value of an executor's table, checked; memory comes back as whole MiB."""
     where = f"[{section}] {key}"
@@ -354,13 +360,12 @@ def _option(section: str, key: str, kind: str, value: object):
                             "(one long option each, no spaces or quotes; short forms such as -W are not read).")
         for line in value:
             option = line.split("=", 1)[0]
-            # sbatch takes any unambiguous prefix of a long option (--tim is --time): a prefix counts too, an exact name first
-            holding = option if option in HOLDING_SBATCH else next((own for own in HOLDING_SBATCH if own.startswith(option)), None)
+            holding = _sbatch_option(option, HOLDING_SBATCH)
             if holding:
                 read_as = "" if option == holding else f" (sbatch reads it as {holding})"
                 raise UserError(f"{where} {line[:60]!r}{read_as} {HOLDING_SBATCH[holding]}; remove it: gpucompat submits "
                                 "the array and waits for it itself.")
-            owned = option if option in OWN_SBATCH else next((own for own in OWN_SBATCH if own.startswith(option)), None)
+            owned = _sbatch_option(option, OWN_SBATCH)
             if owned:
                 raise UserError(f"{where} {line[:60]!r} would override {owned}, which {OWN_SBATCH[owned]}; remove it.")
         return list(value)
