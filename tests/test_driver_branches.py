@@ -207,3 +207,13 @@ def test_similar_names_do_not_borrow_each_others_rows():
     assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090 D", "575.64.05").verdict == "pass"
     assert driver_drives_rule("9.0", "NVIDIA GH200 480GB", "535.104.05").verdict == "pass"
     assert driver_drives_rule("9.0", "NVIDIA GH200 144G HBM3e", "550.54.14").code == "NO_DEVICE"
+
+
+def test_the_architectures_a_driver_does_not_drive_come_from_the_table():
+    """What doctor says of a loaded driver that lists no GPU: read from gpu_driver_branches.csv, never written twice."""
+    from gpucompat.knowledge.rules import architectures_not_driven
+
+    assert architectures_not_driven("590.44.01") == ["Tesla (last R340)", "Fermi (last R390)", "Kepler (last R470)",
+                                                     "Maxwell (last R580)", "Pascal (last R580)", "Volta (last R580)"]
+    assert "Blackwell (from R570)" in architectures_not_driven("550.54.15") and "Maxwell (last R580)" not in architectures_not_driven("550.54.15")
+    assert architectures_not_driven(None) == []

@@ -28,7 +28,7 @@ from .discover import local
 from .envs import container
 from .envs.current import installed
 from .knowledge import tables
-from .knowledge.rules import FAIL, driver_drives_rule, predict_stack, suggest_fix
+from .knowledge.rules import FAIL, architectures_not_driven, driver_drives_rule, predict_stack, suggest_fix
 from .model import FRAMEWORKS
 from .probe.records import cuda_env, loaded_libraries
 from .probe_build import probe_pyz
@@ -204,8 +204,10 @@ def doctor() -> dict:
         summary = "no NVIDIA GPU here: no driver (no NVML, no nvidia-smi, no /proc/driver/nvidia/version)"
         next_step = NO_GPU_NEXT_STEP
     elif not gpus:
-        summary = (f"driver {driver} is loaded but lists no GPU; a driver ignores a GPU its branch does not drive "
-                   f"(Kepler after R470; Maxwell, Pascal and Volta after R580; Blackwell before R570): dmesg says 'NVRM: ... will ignore this GPU'")
+        undriven = architectures_not_driven(driver)
+        summary = f"driver {driver} is loaded but lists no GPU" + (
+            f"; a driver ignores a GPU its branch does not drive, and this one does not drive {', '.join(undriven)}: "
+            "dmesg says 'NVRM: ... will ignore this GPU'" if undriven else "")
     elif not seen["gpus"] and not seen["mig"]:
         summary = f"{len(gpus)} GPU(s) present, none visible: CUDA_VISIBLE_DEVICES={seen['value']!r} ({seen['note']})"
     else:

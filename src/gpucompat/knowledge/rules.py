@@ -224,6 +224,22 @@ def driver_branch(driver: str | None) -> int | None:
     return int(head) if head.isdigit() and len(head) == 3 else None
 
 
+def architectures_not_driven(driver: str | None) -> list[str]:
+    """The architectures a driver's branch does not drive, each with the bound it is past ('Kepler (last R470)',
+    'Blackwell (from R570)'), from the architecture rows of gpu_driver_branches.csv: why a loaded driver lists no GPU."""
+    branch = driver_branch(driver)
+    found: dict[str, str] = {}
+    for row in tables.table("gpu_driver_branches") if branch is not None else ():
+        if row["gpu"] or not row["branch"] or row["architecture"] in found:
+            continue
+        bound = int(row["branch"])
+        if row["bound"] == "last" and branch > bound:
+            found[row["architecture"]] = f"{row['architecture']} (last R{bound})"
+        elif row["bound"] == "first" and branch < bound:
+            found[row["architecture"]] = f"{row['architecture']} (from R{bound})"
+    return list(found.values())
+
+
 def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> Reason | None:
     """Each architecture (and the products that came after their architecture's first branch) is driven from a first
     driver branch to a last one (knowledge/data/gpu_driver_branches.csv): outside them the GPU is not there at all,
