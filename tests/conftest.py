@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,3 +56,22 @@ def stand_in_framework(where: Path, monkeypatch, name: str, body: str = "raise I
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(package.parent), os.environ.get("PYTHONPATH")])))
     monkeypatch.syspath_prepend(str(package.parent))
     return package.parent
+
+
+def build_nvml(tmp_path: Path, *defines: str) -> Path:
+    """A stand-in libnvidia-ml.so.1 (tests/nvml_stub/nvml_stub.c, NVML's own struct layouts) built with gcc, its answers chosen
+    by `defines` (-D); the folder that holds it, for LD_LIBRARY_PATH."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        pytest.skip("no C compiler here (.ci/run installs gcc): the stand-in NVML cannot be built")
+    folder = tmp_path / ("nvml" + "".join(d.replace("=", "") for d in defines))
+    folder.mkdir()
+    subprocess.run([cc, "-shared", "-fPIC", *[f"-D{d}" for d in defines], "-o", str(folder / "libnvidia-ml.so.1"),
+                    str(REPO / "tests" / "nvml_stub" / "nvml_stub.c")], check=True, capture_output=True)
+    return folder
+
+
+def run_against_nvml(code: str, folder: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`code` (the probe's own modules) in a fresh interpreter that loads the stand-in NVML in `folder` (build_nvml)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"LD_LIBRARY_PATH": str(folder), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src"), **(env or {})})

@@ -16,14 +16,11 @@ limits against their defaults. The records it writes go through the real store, 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, build_nvml, run_against_nvml, run_cli
 from gpucompat.analysis import classify
 from gpucompat.bench import present
 from gpucompat.model import Observation, Outcome, ResolvedStack, Stack, Target
@@ -50,22 +47,9 @@ print(json.dumps({"stages": {"bench": {"ok": True, "facts": facts}}}))
 """
 
 
-def build_nvml(tmp_path: Path, *defines: str) -> Path:
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("no C compiler here (.ci/run installs gcc): the stand-in NVML cannot be built")
-    folder = tmp_path / ("nvml" + "".join(d.replace("=", "") for d in defines))
-    folder.mkdir()
-    subprocess.run([cc, "-shared", "-fPIC", *[f"-D{d}" for d in defines], "-o", str(folder / "libnvidia-ml.so.1"),
-                    str(REPO / "tests" / "nvml_stub" / "nvml_stub.c")], check=True, capture_output=True)
-    return folder
-
-
 def in_probe(tmp_path: Path, code: str, *defines: str, env: dict | None = None) -> dict:
     """Run `code` (the probe's own modules) in a fresh interpreter against the stand-in NVML built with `defines`."""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={"LD_LIBRARY_PATH": str(build_nvml(tmp_path, *defines)), "PATH": "/usr/bin:/bin",
-                               "PYTHONPATH": str(REPO / "src"), **(env or {})})
+    proc = run_against_nvml(code, build_nvml(tmp_path, *defines), env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

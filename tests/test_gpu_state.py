@@ -17,12 +17,11 @@ import copy
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, build_nvml, run_against_nvml, run_cli
 from gpucompat import gpu_state
 from gpucompat.analysis import classify
 from gpucompat.model import Observation, ResolvedStack, Stack
@@ -307,17 +306,6 @@ def test_a_library_file_that_cannot_be_read_is_named_not_fatal(tmp_path):
 
 # --- the probe's own NVML binding, against a stand-in libnvidia-ml.so.1 -------------------------
 
-def build_nvml(tmp_path: Path, *defines: str) -> Path:
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("no C compiler here (.ci/run installs gcc): the stand-in NVML cannot be built")
-    folder = tmp_path / ("nvml" + "".join(d.replace("=", "") for d in defines))
-    folder.mkdir()
-    subprocess.run([cc, "-shared", "-fPIC", *[f"-D{d}" for d in defines], "-o", str(folder / "libnvidia-ml.so.1"),
-                    str(REPO / "tests" / "nvml_stub" / "nvml_stub.c")], check=True, capture_output=True)
-    return folder
-
-
 WATCH = """
 import json, sys, time
 from gpucompat.probe.gpustate import Watch
@@ -330,8 +318,7 @@ print(json.dumps(record))
 
 
 def watch_with(folder: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", WATCH], capture_output=True, text=True, timeout=60,
-                          env={"LD_LIBRARY_PATH": str(folder), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src")})
+    proc = run_against_nvml(WATCH, folder)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -376,8 +363,7 @@ print(json.dumps(gpu_state_now()))
 
 
 def test_doctor_says_the_gpu_cannot_be_tested_now_and_why(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", DOCTOR], capture_output=True, text=True, timeout=60,
-                          env={"LD_LIBRARY_PATH": str(build_nvml(tmp_path)), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src")})
+    proc = run_against_nvml(DOCTOR, build_nvml(tmp_path))
     now = json.loads(proc.stdout)
     assert now["testable"] is False and "other processes hold its memory: pid 3800 (python3, 78.9 GiB)" in now["why"]
 
