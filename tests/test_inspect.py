@@ -116,10 +116,12 @@ def fatbin_entry(kind: int, sm: int, code_version: int = 0, flags: int = 0, payl
     return header + b"\0" * (64 - len(header)) + padded
 
 
-def synthetic_elf() -> bytes:
-    """A little-endian ELF64 image with .shstrtab and a .nv_fatbin holding sm_80, sm_90a and compute_86."""
-    entries = (fatbin_entry(KIND_ELF, 80) + fatbin_entry(KIND_ELF, 90, flags=ARCH_SPECIFIC)
-               + fatbin_entry(KIND_PTX, 86, code_version=(9 << 16) | 0))
+def synthetic_elf(entries: bytes | None = None) -> bytes:
+    """A little-endian ELF64 image with .shstrtab and a .nv_fatbin holding these fatbin_entry()s (by default
+    sm_80, sm_90a and compute_86), laid out as nvcc writes it."""
+    if entries is None:
+        entries = (fatbin_entry(KIND_ELF, 80) + fatbin_entry(KIND_ELF, 90, flags=ARCH_SPECIFIC)
+                   + fatbin_entry(KIND_PTX, 86, code_version=(9 << 16) | 0))
     fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entries)) + entries
     names = b"\0.shstrtab\0.nv_fatbin\0"
     names_at, fatbin_at = 64, 64 + len(names)

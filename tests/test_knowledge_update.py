@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import threading
 import zipfile
@@ -23,7 +22,8 @@ import pytest
 
 from conftest import run_cli
 from gpucompat.knowledge.pyindex import FatbinStream, Index, IndexFile, wheel_archs
-from gpucompat.probe.fatbin import inspect_bytes
+from gpucompat.probe.fatbin import KIND_ELF, KIND_PTX, inspect_bytes
+from test_inspect import fatbin_entry, synthetic_elf
 
 NVCC = shutil.which("nvcc")
 KERNEL = "__global__ void add(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += 1; }\n" \
@@ -35,26 +35,10 @@ TF_ARCHS = (["sm_75", "sm_80"], ["compute_80"])  # nvcc 13 builds nothing below 
 
 # -- CUDA libraries: nvcc's, or the container nvcc writes ---------------------------------------------------
 
-def _entry(kind: int, sm: int, code_version: int = 0) -> bytes:
-    payload = b"\0" * 24
-    header = struct.pack("<HHIIIIIII", kind, 0x0101, 64, len(payload), 0, len(payload), 0, code_version, sm)
-    header += b"\0" * (0x28 - len(header)) + struct.pack("<Q", 0)
-    return header + b"\0" * (64 - len(header)) + payload
-
-
 def synthetic_library(sass: list[str], ptx: list[str]) -> bytes:
-    """A little-endian ELF64 image with .shstrtab and a .nv_fatbin holding these entries (test_inspect.py's layout)."""
-    entries = b"".join(_entry(2, int(a[3:])) for a in sass) + b"".join(_entry(1, int(a[8:]), (9 << 16)) for a in ptx)
-    fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entries)) + entries
-    names = b"\0.shstrtab\0.nv_fatbin\0"
-    names_at, fatbin_at = 64, 64 + len(names)
-    shoff = fatbin_at + len(fatbin) + (-(fatbin_at + len(fatbin)) % 8)
-    section = struct.Struct("<IIQQQQIIQQ")
-    table = (section.pack(*[0] * 10) + section.pack(1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0)
-             + section.pack(11, 1, 2, 0, fatbin_at, len(fatbin), 0, 0, 8, 0))
-    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 1)
-    body = header + names + fatbin
-    return body + b"\0" * (shoff - len(body)) + table
+    """test_inspect.py's ELF image with .shstrtab and a .nv_fatbin, holding these entries."""
+    return synthetic_elf(b"".join(fatbin_entry(KIND_ELF, int(a[3:])) for a in sass)
+                         + b"".join(fatbin_entry(KIND_PTX, int(a[8:]), code_version=9 << 16) for a in ptx))
 
 
 def cuda_library(work: Path, name: str, sass: list[str], ptx: list[str]) -> bytes:
