@@ -139,10 +139,6 @@ def _clock(row: dict, when: str) -> dict:
     return ((row.get("clocks") or {}).get(when)) or {}
 
 
-def _throttle_reasons(row: dict) -> list[str]:
-    return list(_clock(row, "after").get("throttle") or []) or list(_clock(row, "before").get("throttle") or [])
-
-
 def condition_cell(row: dict) -> str:
     """The Conditions cell: "normal", "at power limit (700 W)", the warnings, or why the figure is missing."""
     if row.get("value") is None:  # the Value cell already says "not measured"
@@ -175,18 +171,22 @@ def display(row: dict) -> dict:
     }
 
 
+def tally(rows: list[dict]) -> tuple[int, int, int, int]:
+    """(measured, contended, with a clock warning, not measured): the counts every view's heading gives."""
+    made = [r for r in rows if r.get("value") is not None]
+    return (len(made), sum(1 for r in made if r.get("contended")), sum(1 for r in made if r.get("throttled")),
+            len(rows) - len(made))
+
+
 def closing_note(rows: list[dict]) -> str | None:
     """The sweep's closing line's bench part: how many figures, how many contended, with a clock warning, not made."""
     if not rows:
         return None
-    made = [r for r in rows if r.get("value") is not None]
-    contended = sum(1 for r in made if r.get("contended"))
-    throttled = sum(1 for r in made if r.get("throttled"))
-    absent = len(rows) - len(made)
+    made, contended, throttled, absent = tally(rows)
     parts = [f"{contended} contended by other processes" if contended else "none contended"]
     parts += [f"{throttled} with a clock warning"] if throttled else []
     parts += [f"{absent} not measured"] if absent else []
-    return f"{len(made)} bench figure{'' if len(made) == 1 else 's'} ({', '.join(parts)}; `gpucompat results --bench` says why)"
+    return f"{made} bench figure{'' if made == 1 else 's'} ({', '.join(parts)}; `gpucompat results --bench` says why)"
 
 
 def _change(loss: float) -> str:
@@ -249,11 +249,8 @@ def bench_table(rows: list[dict], wide: bool = False):
     # the narrowest terminal: the conditions go under the value, never away
     steps.append(Step("condition", into="value", header="Value ± IQR, conditions", cells=[
         Text.assemble(Text(v, justify="right"), "\n", (s["condition"], condition_style(r) or "")) for v, s, r in zip(with_spread, shown, rows)]))
-    made = [r for r in rows if r.get("value") is not None]
-    contended = sum(1 for r in made if r.get("contended"))
-    throttled = sum(1 for r in made if r.get("throttled"))
-    absent = len(rows) - len(made)
-    title = (f"Benchmarks ({len(made)} figure{'' if len(made) == 1 else 's'}; ± is the interquartile range of the repetitions"
+    made, contended, throttled, absent = tally(rows)
+    title = (f"Benchmarks ({made} figure{'' if made == 1 else 's'}; ± is the interquartile range of the repetitions"
              + (f"; {contended} measured while other processes computed on the GPU" if contended else "")
              + (f"; {throttled} with a clock warning" if throttled else "")
              + (f"; {absent} not measured, with why" if absent else "") + ")")

@@ -88,8 +88,8 @@ def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, m
             times = [x[0] for x in s.get("samples") or [] if x and isinstance(x[0], (int, float))]
             series.append({"cell": s.get("cell"), "label": f"cell {s.get('cell', '?')}: {s.get('framework') or ''} {s.get('version') or ''} on {s.get('gpu') or ''}",
                            "samples": len(s.get("samples") or []), "seconds": bench._trim(bench.number(max(times) if times else 0)), "chart": chart})
-    return {"count": len(rows), "plain": len(plain), "throttled": sum(1 for r in rows if r.get("throttled")),
-            "contended": sum(1 for r in rows if r.get("contended")), "missing": len(absent),
+    count, contended, throttled, missing = bench.tally(every)
+    return {"count": count, "plain": len(plain), "throttled": throttled, "contended": contended, "missing": missing,
             "throughput": charts.throughput_chart(plain),
             "trend": charts.trend_chart(plain, "matmul", dtype) if dtype and charts.trend_versions(plain, "matmul", dtype) > 1 else "",
             "trend_dtype": dtype, "summary": bench.bench_summary(plain + absent),
