@@ -25,13 +25,18 @@ def _bench_facts(facts: dict | None) -> dict:
     return found if isinstance(found, dict) else {}
 
 
+def _made(figure: dict) -> bool:
+    """A figure with a value: not unsupported, broken, skipped, or NaN."""
+    return isinstance(figure.get("value"), (int, float)) and figure["value"] == figure["value"]
+
+
 def figures(facts: dict | None) -> list[dict]:
     """The figures a probe made (those with a value), as store rows: measurement, dtype, value, unit,
     better, spread, repetitions, data (clocks, size, note, samples, contention, the GPU's limits)."""
     bench = _bench_facts(facts)
     rows = []
     for figure in bench.get("figures", []):
-        if not isinstance(figure, dict) or not isinstance(figure.get("value"), (int, float)) or figure["value"] != figure["value"]:
+        if not isinstance(figure, dict) or not _made(figure):
             continue  # unsupported, broken, or NaN: missing() says why
         data = {key: figure[key] for key in DATA_KEYS if key in figure}
         if isinstance(bench.get("limits"), dict):
@@ -85,12 +90,12 @@ def missing_reason(figure: dict) -> tuple[str, str]:
     return "error", f"failed: {text[:200]}"
 
 
-def missing(facts: dict | None) -> list[dict]:
-    """The figures a probe tried or meant to make and could not: {"measurement", "dtype", "processes",
-    "missing": kind, "reason": sentence, "data": {...}} (missing_reason), in the probe's order."""
+def missing(tried: list) -> list[dict]:
+    """Of the figures a probe's bench recorded (its facts' "figures"), those it tried or meant to make and could not:
+    {"measurement", "dtype", "missing": kind, "reason": sentence, "data": {...}} (missing_reason), in the probe's order."""
     out = []
-    for figure in _bench_facts(facts).get("figures", []):
-        if not isinstance(figure, dict) or (isinstance(figure.get("value"), (int, float)) and figure["value"] == figure["value"]):
+    for figure in tried:
+        if not isinstance(figure, dict) or _made(figure):
             continue
         kind, reason = missing_reason(figure) if any(k in figure for k in ("skipped", "unsupported", "error")) else \
             ("error", "no value recorded (NaN or none)")
@@ -172,11 +177,16 @@ def peak(gpu: str, measurement: str, dtype: str) -> float | None:
     return float(value) if value else None
 
 
+def _clock_warned(found: list[dict]) -> bool:
+    """A warning among conditions() other than contention: the clocks were held below what the card gives as set up."""
+    return any(c["warning"] and c["kind"] != "contended" for c in found)
+
+
 def throttled(clocks: dict | None, limits: dict | None = None) -> bool:
     """Whether the GPU's clocks were held below what the card gives as set up (thermal or hardware slowdown,
     a power brake, an administrator's lower power limit or application clocks, idle-clocked at the start).
     The card's own power cap under a large product is its normal ceiling, not throttling."""
-    return any(c["warning"] and c["kind"] != "contended" for c in conditions({"clocks": clocks, "limits": limits}))
+    return _clock_warned(conditions({"clocks": clocks, "limits": limits}))
 
 
 def present(row: dict) -> dict:
@@ -194,7 +204,7 @@ def present(row: dict) -> dict:
         "driver": row["driver"] or "", "measurement": row["measurement"], "dtype": row["dtype"], "value": value,
         "unit": row["unit"], "better": row["better"], "spread": row["spread"], "repetitions": row["repetitions"],
         "peak": known, "share": value / known if known and value is not None else None,
-        "throttled": any(c["warning"] and c["kind"] != "contended" for c in found),
+        "throttled": _clock_warned(found),
         "condition": condition_text(found) if value is not None else "", "conditions": found,
         "contended": seen["contended"] and value is not None, "contention": seen["others"], "contention_text": seen["text"],
         "missing": data.get("missing"), "missing_reason": data.get("reason"),

@@ -131,6 +131,13 @@ def _import_fact(name: str):
     return results.c.probe["stages"]["import"]["facts"][name].as_string()
 
 
+def _bench_cell_columns() -> list:
+    """What every bench row carries of its cell: the sweep, the stack, the GPU class, the version and Python the probe read."""
+    return [cells.c.id.label("cell"), cells.c.sweep_id.label("sweep"), stacks.c.framework, stacks.c.version, stacks.c.variant,
+            stacks.c.python, stacks.c.env, targets.c.name.label("gpu"), targets.c.cc, targets.c.driver,
+            _import_fact("version").label("probe_version"), results.c.probe["system"]["python"].as_string().label("probe_python")]
+
+
 class Store:
     def __init__(self, url: str | None = None, readonly: bool = False):
         """Open (and, unless readonly, create or migrate) the database at url.
@@ -511,9 +518,7 @@ class Store:
         """Every bench figure with its cell's stack and GPU class (a sweep's, or every sweep's if None)."""
         query = (
             sa.select(
-                cells.c.id.label("cell"), cells.c.sweep_id.label("sweep"), stacks.c.framework, stacks.c.version, stacks.c.variant,
-                stacks.c.python, stacks.c.env, targets.c.name.label("gpu"), targets.c.cc, targets.c.driver,
-                _import_fact("version").label("probe_version"), results.c.probe["system"]["python"].as_string().label("probe_python"),
+                *_bench_cell_columns(),
                 bench.c.measurement, bench.c.dtype, bench.c.value, bench.c.unit, bench.c.better, bench.c.spread,
                 bench.c.repetitions, bench.c.data,
             )
@@ -532,9 +537,7 @@ class Store:
         data {"missing": kind, "reason": sentence, ...}: so that every view lists them with their reason."""
         query = (
             sa.select(
-                cells.c.id.label("cell"), cells.c.sweep_id.label("sweep"), stacks.c.framework, stacks.c.version, stacks.c.variant,
-                stacks.c.python, stacks.c.env, targets.c.name.label("gpu"), targets.c.cc, targets.c.driver,
-                _import_fact("version").label("probe_version"), results.c.probe["system"]["python"].as_string().label("probe_python"),
+                *_bench_cell_columns(),
                 results.c.probe["stages"]["bench"]["facts"]["figures"].label("figures"),
             )
             .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
@@ -546,11 +549,11 @@ class Store:
         out = []
         with self._read() as conn:
             for row in conn.execute(query).mappings():
-                made = row["figures"]
-                if not isinstance(made, list):
+                tried = row["figures"]
+                if not isinstance(tried, list):
                     continue
                 base = {key: row[key] for key in row.keys() if key != "figures"}
-                for figure in bench_missing({"stages": {"bench": {"facts": {"figures": made}}}}):
+                for figure in bench_missing(tried):
                     out.append({**base, "measurement": figure["measurement"], "dtype": figure["dtype"], "value": None, "unit": "",
                                 "better": "higher", "spread": None, "repetitions": 0,
                                 "data": {**figure["data"], "missing": figure["missing"], "reason": figure["reason"]}})
