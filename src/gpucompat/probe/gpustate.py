@@ -24,7 +24,7 @@ import os
 import threading
 import time
 
-from .nvml import THROTTLE_REASONS, Nvml, NvmlMemory, own_pids  # noqa: F401 (own_pids named here too)
+from .nvml import THROTTLE_REASONS, Nvml, NvmlMemory, own_pids
 
 SUCCESS, NOT_SUPPORTED, INSUFFICIENT_SIZE, TIMEOUT, GPU_IS_LOST = 0, 3, 7, 10, 15
 NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory (no permission, or WDDM)

@@ -208,11 +208,7 @@ class Contention:
             if not new:
                 return
             self.last_us = max(s[1] for s in new)
-            unknown = set(s[0] for s in new) - set(self.mine)
-            if unknown:  # classified while they run: a child that has exited is no longer found under this process
-                walked = own_pids()
-                for pid in unknown:
-                    self.mine[pid] = pid in walked
+            self._classify(set(s[0] for s in new))
             self.others_computed = self.others_computed or any(sm > 0 and not self.mine.get(pid) for pid, _s, sm, _m in new)
             if self.window is None:
                 return
@@ -223,6 +219,15 @@ class Contention:
                 totals[2] = max(totals[2], sm)
                 totals[3] += mem
                 totals[4] = max(totals[4], mem)
+
+    def _classify(self, pids):
+        """Each pid not seen before as the probe's own or not, from one walk of /proc (under the lock): classified
+        while it runs, since a child that has exited is no longer found under this process."""
+        unknown = [pid for pid in pids if pid not in self.mine]
+        if unknown:
+            walked = own_pids()
+            for pid in unknown:
+                self.mine[pid] = pid in walked
 
     def begin(self):
         self.poll()  # what came before the figure is left out
@@ -240,17 +245,16 @@ class Contention:
             time.sleep(0.1)
             waited += 0.1
             self.poll()
+        running = running or {}
         with self.lock:
             window, self.window = self.window or {}, None
-        running = running or {}
+            pids = sorted(set(window) | set(running))
+            self._classify(pids)  # a process that only holds memory has sent no sample
+            own = dict((pid, self.mine[pid]) for pid in pids)
         found = []
-        for pid in sorted(set(window) | set(running)):
+        for pid in pids:
             n, sm_sum, sm_max, mem_sum, mem_max = window.get(pid, [0, 0, 0, 0, 0])
-            own = self.mine.get(pid)
-            if own is None:
-                own = pid in own_pids()
-                self.mine[pid] = own
-            found.append({"pid": pid, "name": process_name(self.nvml.lib, pid), "own": own, "samples": n,
+            found.append({"pid": pid, "name": process_name(self.nvml.lib, pid), "own": own[pid], "samples": n,
                           "sm_pct_mean": round(float(sm_sum) / n, 1) if n else None, "sm_pct_max": sm_max if n else None,
                           "mem_pct_mean": round(float(mem_sum) / n, 1) if n else None, "mem_pct_max": mem_max if n else None,
                           "used_mib": running.get(pid)})
