@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -401,9 +402,9 @@ def unlink_links(folder: Path) -> None:
             path = os.path.join(root, name)
             try:
                 info = os.stat(path, follow_symlinks=False)
-                if os.path.islink(path):
+                if stat.S_ISLNK(info.st_mode):
                     os.unlink(path)
-                elif name in names and info.st_nlink > 1 and os.path.isfile(path):
+                elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
                     copy = os.path.join(root, f".{name}.{os.getpid()}.copy")
                     shutil.copy2(path, copy, follow_symlinks=False)
                     os.replace(copy, path)
