@@ -24,7 +24,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ..errors import UserError
-from ..probe.fatbin import _ENTRY, ELF64_HEADER, FATBIN_MAGIC, KIND_ELF, KIND_ELF_ALT, KIND_PTX, ARCH_SPECIFIC, SECTION_HEADER, Archs, inspect_bytes
+from ..probe.fatbin import ELF64_HEADER, FATBIN_MAGIC, SECTION_HEADER, Archs, count_entry, inspect_bytes
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 CHUNK = 8 << 20  # bytes read ahead per range request while a member streams (never past the member's end)
@@ -292,19 +292,8 @@ class FatbinStream:
                     continue
                 if len(self.pending) < 0x30:
                     return
-                kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(self.pending, 0)
-                if size < 64:
-                    self.skip = self.left
-                    continue
-                flags, = struct.unpack_from("<Q", self.pending, 0x28)
-                archs = self.containers[-1][1]
-                archs.entries += 1
-                if kind == KIND_PTX:
-                    archs.ptx.add(f"compute_{sm}")
-                    archs.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
-                elif kind in (KIND_ELF, KIND_ELF_ALT):
-                    archs.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
-                self.skip = min(size + padded, self.left)
+                step = count_entry(self.containers[-1][1], self.pending)
+                self.skip = self.left if step is None else min(step, self.left)  # None: no entry, the container ends
                 continue
             found = self.pending.find(FATBIN_MAGIC)
             if found < 0:

@@ -154,6 +154,22 @@ def fatbin_section(data) -> tuple[int, int] | None:
     return None
 
 
+def count_entry(found: Archs, fields) -> int | None:
+    """Add one container entry, from its first 0x30 bytes, to `found`: the bytes from it to the next entry, or
+    None where these bytes are no entry (a header under 64 bytes). knowledge/pyindex.py's streamed walk uses it too."""
+    kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(fields)
+    if size < 64:
+        return None
+    flags, = _FLAGS.unpack_from(fields, 0x28)
+    found.entries += 1
+    if kind == KIND_PTX:
+        found.ptx.add(f"compute_{sm}")
+        found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
+    elif kind in (KIND_ELF, KIND_ELF_ALT):
+        found.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
+    return size + padded
+
+
 def scan(data, start: int = 0, end: int | None = None) -> Archs:
     """Every fat-binary container between start and end. Reads only inside [start, end) and
     stops at whatever does not fit, so any bytes at all give a result, never an exception."""
@@ -168,17 +184,10 @@ def scan(data, start: int = 0, end: int | None = None) -> Archs:
                 fields = data[entry:entry + 0x30]
                 if len(fields) < 0x30:
                     raise Truncated
-                kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(fields)
-                if size < 64:
+                step = count_entry(found, fields)
+                if step is None:
                     break
-                flags, = _FLAGS.unpack_from(fields, 0x28)
-                found.entries += 1
-                if kind == KIND_PTX:
-                    found.ptx.add(f"compute_{sm}")
-                    found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
-                elif kind in (KIND_ELF, KIND_ELF_ALT):
-                    found.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
-                entry += size + padded
+                entry += step
             pos = data.find(FATBIN_MAGIC, max(container_end, pos + 4), end)
     except Truncated:  # a file that came up short while it was read: what was read stands (read_file says it shrank)
         pass
