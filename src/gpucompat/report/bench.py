@@ -291,20 +291,16 @@ def figure_key(row: dict) -> tuple:
 def _pooled(rows: list[dict]) -> dict:
     """Several rows with one key in one sweep (the same GPU class on several nodes or drivers): their median,
     and as spread the larger of their largest spread and the range of their values."""
-    if len(rows) == 1:
-        r = rows[0]
-        return {"value": r.get("value"), "spread": r.get("spread"), "unit": r.get("unit"), "better": r.get("better"),
-                "throttled": bool(r.get("throttled")), "cells": [r.get("cell")], "sweep": r.get("sweep"),
-                "contended": _contended_text(rows), "missing_reason": r.get("missing_reason"),
-                "units": {r.get("unit")} if r.get("value") is not None else set()}
     values = [r["value"] for r in rows if r.get("value") is not None]
     spreads = [r["spread"] for r in rows if r.get("spread") is not None]
-    return {"value": statistics.median(values) if values else None,
-            "spread": max([*spreads, (max(values) - min(values)) if values else 0.0]),
-            "unit": rows[0].get("unit"), "better": rows[0].get("better"), "throttled": any(r.get("throttled") for r in rows),
-            "cells": [r.get("cell") for r in rows], "sweep": rows[0].get("sweep"),
-            "units": {r.get("unit") for r in rows if r.get("value") is not None},
-            "contended": _contended_text(rows), "missing_reason": next((r.get("missing_reason") for r in rows if r.get("missing_reason")), None)}
+    pooled = {"unit": rows[0].get("unit"), "better": rows[0].get("better"), "throttled": any(r.get("throttled") for r in rows),
+              "cells": [r.get("cell") for r in rows], "sweep": rows[0].get("sweep"),
+              "units": {r.get("unit") for r in rows if r.get("value") is not None},
+              "contended": _contended_text(rows), "missing_reason": next((r.get("missing_reason") for r in rows if r.get("missing_reason")), None)}
+    if len(rows) == 1:  # its own value and spread, None kept
+        return {**pooled, "value": rows[0].get("value"), "spread": rows[0].get("spread")}
+    return {**pooled, "value": statistics.median(values) if values else None,
+            "spread": max([*spreads, (max(values) - min(values)) if values else 0.0])}
 
 
 def _contended_text(rows: list[dict]) -> str:
