@@ -24,7 +24,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ..errors import UserError
-from ..probe.fatbin import ELF64_HEADER, FATBIN_MAGIC, SECTION_HEADER, Archs, count_entry, inspect_bytes
+from ..probe.fatbin import ELF64_HEADER, FATBIN_MAGIC, Archs, Truncated, count_entry, fatbin_section, inspect_bytes
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 CHUNK = 8 << 20  # bytes read ahead per range request while a member streams (never past the member's end)
@@ -317,21 +317,30 @@ class FatbinStream:
         return found, bounds is not None
 
     def _section(self, total: int) -> tuple[int, int] | None:
-        head = self.head
-        if len(head) < ELF64_HEADER or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+        """[start, end) of .nv_fatbin, read by the probe's reader from the head and tail kept; None where it is not there."""
+        try:
+            found = fatbin_section(_Ends(self.head, self.tail, total))
+        except Truncated:  # the section table or names lie outside what was kept, or past the end
             return None
-        shoff, = struct.unpack_from("<Q", head, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
-        tail_at = total - len(self.tail)
-        if not shoff or shentsize < SECTION_HEADER.size or shoff < tail_at or shoff + shnum * shentsize > total or not 0 < shstrndx < shnum:
-            return None
-        headers = [SECTION_HEADER.unpack_from(self.tail, shoff - tail_at + i * shentsize) for i in range(shnum)]
-        names_at = headers[shstrndx][4]
-        for name, _type, _flags, _addr, offset, size, _link in headers:
-            start = names_at + name - tail_at
-            if 0 <= start and self.tail[start:start + 11] == b".nv_fatbin\0":
-                return offset, offset + size
-        return None
+        return (found[0], found[0] + found[1]) if found else None
+
+
+class _Ends:
+    """An image of `size` bytes of which only the head and the tail were kept, sliced as bytes are (all that
+    fatbin_section asks of an image): a slice of anything else reads empty, which it takes as Truncated."""
+
+    def __init__(self, head: bytes, tail: bytearray, size: int):
+        self.head, self.tail, self.size = head, tail, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: slice) -> bytes:
+        start, stop = max(0, key.start or 0), min(self.size, self.size if key.stop is None else key.stop)
+        tail_at = self.size - len(self.tail)
+        if start >= tail_at:
+            return self.tail[start - tail_at:stop - tail_at]
+        return self.head[start:stop] if stop <= len(self.head) else b""
 
 
 def member_archs(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[Archs, str]:
