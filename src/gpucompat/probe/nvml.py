@@ -158,8 +158,9 @@ class ProcessUtilizationSample(ctypes.Structure):
 
 
 def process_utilization(lib, handle, last_seen_us):
-    """NVML's per-process samples newer than last_seen_us: [(pid, timestamp_us, sm_pct, mem_pct)], or an
-    int (NVML's error code) where it cannot give them (a MIG instance, a GPU too old, no permission).
+    """NVML's per-process samples newer than last_seen_us: [(pid, timestamp_us, sm_pct, mem_pct)], or why
+    not: NVML's error code where it cannot give them (a MIG instance, a GPU too old, no permission), "missing"
+    where the library has no such call.
     First asked with no room, to learn the count, as pynvml does; NOT_FOUND means no sample since then."""
     function = getattr(lib, "nvmlDeviceGetProcessUtilization", None)
     if function is None:
