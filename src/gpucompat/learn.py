@@ -83,6 +83,23 @@ def _series(version: Version) -> str:
     return f"{version.major}.{version.minor}"
 
 
+def _series_past(found: dict[str, dict[str, Release]], newest: Version) -> list[tuple[str, list[str]]]:
+    """The final releases of series (major.minor) newer than `newest`: (series, its versions in order), oldest series first."""
+    by_series: dict[str, list[str]] = {}
+    for text in found:
+        version = Version(text)
+        if not version.is_prerelease and not version.is_devrelease and Version(_series(version)) > newest:
+            by_series.setdefault(_series(version), []).append(text)
+    return [(series, sorted(versions, key=Version)) for series, versions in sorted(by_series.items(), key=lambda item: Version(item[0]))]
+
+
+def _kept_entry(package: str, series: str, versions: list[str], rows: list[dict], variant: str | None = None) -> dict:
+    """The summary of a series an earlier update read, from its rows (`variant`: for rows without a variant column)."""
+    return {"package": package, "release": series, "versions": versions, "bytes": 0,
+            "variants": [{"variant": variant or r["variant"], "cuda": r["cuda"], "sass": r["sass"], "ptx": r["ptx"],
+                          "how": "kept from the last update"} for r in rows]}
+
+
 @dataclass
 class Release:
     """One release (version) of one package as the index lists it: its Linux x86_64 wheels."""
@@ -202,21 +219,14 @@ class Learner:
         found = self.listing("torch")
         newest = max(Version(r["release"]) for r in packaged("torch_pypi_default")[1] + packaged("torch_builds")[1])
         kept = {r["release"] for r in _learned("torch_builds") if "inferred" not in r["source"]}  # inferred rows are read again
-        by_series: dict[str, list[str]] = {}
-        for text in found:
-            version = Version(text)
-            if not version.is_prerelease and not version.is_devrelease and Version(_series(version)) > newest:
-                by_series.setdefault(_series(version), []).append(text)
-        for series, versions in sorted(by_series.items(), key=lambda item: Version(item[0])):
+        for series, versions in _series_past(found, newest):
             if series in kept:
                 self._keep("torch_builds", "torch_pypi_default", "torch_cuda_pins", key=lambda r, s=series: _series(Version(r["release"])) == s)
-                self.learned.append({"package": "torch", "release": series, "versions": sorted(versions, key=Version), "bytes": 0,
-                                     "variants": [{"variant": r["variant"], "cuda": r["cuda"], "sass": r["sass"], "ptx": r["ptx"],
-                                                   "how": "kept from the last update"} for r in _learned("torch_builds") if r["release"] == series]})
+                self.learned.append(_kept_entry("torch", series, versions, [r for r in _learned("torch_builds") if r["release"] == series]))
                 continue
-            latest = max(versions, key=Version)
+            latest = versions[-1]
             default = found[latest].get("")
-            entry = {"package": "torch", "release": series, "versions": sorted(versions, key=Version), "variants": [], "bytes": 0}
+            entry = {"package": "torch", "release": series, "versions": versions, "variants": [], "bytes": 0}
             if default is not None:
                 python = "3.12" if "3.12" in default.plain_pythons else default.plain_pythons[-1]
                 output = self.compile(f"torch=={latest}", python)
@@ -260,8 +270,6 @@ class Learner:
     def jax(self) -> None:
         found = self.listing("jaxlib")
         packaged_newest = next((Version(r["newest"]) for r in packaged("newest_releases")[1] if r["framework"] == "jax"), None)
-        new = sorted((Version(t) for t in found if not Version(t).is_prerelease and not Version(t).is_devrelease
-                      and packaged_newest is not None and Version(_series(Version(t))) > packaged_newest))
         self.python_rows("jaxlib", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "jaxlib"})
         kept = {r["from_version"] for r in _learned("jax_builds") if r.get("source", "").find("inferred") < 0}
         plugins = {}
@@ -270,15 +278,10 @@ class Learner:
             if listed:
                 plugins[package] = listed
                 self.python_rows(package, listed, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == package})
-        series_done = set()
-        for version in new:
-            series = _series(version)
-            if series in series_done:
-                continue
-            series_done.add(series)
-            entry = {"package": "jax", "release": series, "versions": [str(v) for v in new if _series(v) == series], "variants": [], "bytes": 0}
+        for series, versions in _series_past(found, packaged_newest) if packaged_newest is not None else ():
+            entry = {"package": "jax", "release": series, "versions": versions, "variants": [], "bytes": 0}
             for package, listed in plugins.items():
-                first = next((str(v) for v in new if _series(v) == series and str(v) in listed), None)
+                first = next((v for v in versions if v in listed), None)
                 if first is None:
                     continue
                 variant = "cuda" + package.split("-")[1][len("cuda"):]
@@ -316,26 +319,20 @@ class Learner:
         newest = max(Version(r["release"]) for r in packaged("tensorflow_builds")[1])
         self.python_rows("tensorflow", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "tensorflow"})
         kept = {r["release"] for r in _learned("tensorflow_builds") if "inferred" not in r.get("source", "")}
-        by_series: dict[str, list[str]] = {}
-        for text in found:
-            version = Version(text)
-            if not version.is_prerelease and not version.is_devrelease and Version(_series(version)) > newest:
-                by_series.setdefault(_series(version), []).append(text)
-        for series, versions in sorted(by_series.items(), key=lambda item: Version(item[0])):
+        for series, versions in _series_past(found, newest):
             if series in kept:
                 self._keep("tensorflow_builds", key=lambda r, s=series: r["release"] == s)
-                self.learned.append({"package": "tensorflow", "release": series, "versions": sorted(versions, key=Version), "bytes": 0,
-                                     "variants": [{"variant": "and-cuda", "cuda": r["cuda"], "sass": r["sass"], "ptx": r["ptx"],
-                                                   "how": "kept from the last update"} for r in _learned("tensorflow_builds") if r["release"] == series]})
+                self.learned.append(_kept_entry("tensorflow", series, versions,
+                                                [r for r in _learned("tensorflow_builds") if r["release"] == series], "and-cuda"))
                 continue
-            first = min(versions, key=Version)
+            first = versions[0]
             release = found[first][""] if "" in found[first] else next(iter(found[first].values()))
             plain = release.plain_pythons
             python = "3.12" if "3.12" in plain else plain[-1]
             cuda, cudnn = cuda_versions(parse_pins(self.compile(f"tensorflow[and-cuda]=={first}", python)))
             before = self.previous("tensorflow_builds", lambda r: Version(r["release"]) < Version(series), "release")
             read = self.kernels("tensorflow", release)
-            entry = {"package": "tensorflow", "release": series, "versions": sorted(versions, key=Version), "variants": [], "bytes": 0}
+            entry = {"package": "tensorflow", "release": series, "versions": versions, "variants": [], "bytes": 0}
             if read is not None:
                 sass, ptx, how, spent = read
                 entry["bytes"] += spent
