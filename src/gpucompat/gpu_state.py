@@ -167,20 +167,17 @@ def hidden_by_visible_devices(facts: dict | None) -> str | None:
     entries = [e.strip() for e in value.split(",")]
     if any(e.startswith("MIG-") for e in entries):
         return None
-    for position, entry in enumerate(entries):
-        if entry.isdigit():
-            found = any(g.get("index") == int(entry) for g in gpus)
-        elif entry.startswith("GPU-"):
-            found = any(str(g.get("uuid") or "").startswith(entry) for g in gpus)
-        else:
-            found = False
-        if found:
-            return None  # a GPU is visible: something else kept CUDA from it
-        if position == 0 and len(entries) == 1:
-            return f"CUDA_VISIBLE_DEVICES={value!r} names no GPU on this machine ({listing}): CUDA sees none"
-        return (f"CUDA_VISIBLE_DEVICES={value!r}: its {'first ' if position == 0 else ''}entry {entry!r} names no GPU on this machine, "
-                f"so CUDA ignores it and every entry after it ({listing}): CUDA sees none")
-    return None
+    first = entries[0]  # CUDA stops at the first entry that names nothing: all are hidden only where that is the first
+    if first.isdigit():
+        found = any(g.get("index") == int(first) for g in gpus)
+    else:
+        found = first.startswith("GPU-") and any(str(g.get("uuid") or "").startswith(first) for g in gpus)
+    if found:
+        return None  # a GPU is visible: something else kept CUDA from it
+    if len(entries) == 1:
+        return f"CUDA_VISIBLE_DEVICES={value!r} names no GPU on this machine ({listing}): CUDA sees none"
+    return (f"CUDA_VISIBLE_DEVICES={value!r}: its first entry {first!r} names no GPU on this machine, "
+            f"so CUDA ignores it and every entry after it ({listing}): CUDA sees none")
 
 
 def note(facts: dict | None) -> str:
