@@ -21,6 +21,7 @@ import re
 import subprocess
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -61,15 +62,12 @@ def torch_pins(compile_output: str) -> list[tuple[str, str]]:
     return found
 
 
-def packaged(name: str) -> tuple[list[str], list[dict]]:
-    """A packaged table as shipped (columns, rows), without the overlay."""
+@lru_cache(maxsize=None)
+def packaged(name: str) -> tuple[tuple[str, ...], tuple[dict, ...]]:
+    """A packaged table as shipped (columns, rows), without the overlay; read once, as tables.table is."""
     with (DATA / f"{name}.csv").open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        return list(reader.fieldnames or []), list(reader)
-
-
-def _learned(name: str) -> list[dict]:
-    return list(overlay.rows(name))
+        return tuple(reader.fieldnames or ()), tuple(reader)
 
 
 def _version(text: str) -> Version | None:
@@ -144,6 +142,7 @@ class Learner:
         self.learned: list[dict] = []  # one per release series learned, for the summary
         self.ranges = True  # the server honoured range requests (False: archs inferred)
         self.seen: dict[str, list[str]] = {}  # package -> every version the index lists (the release list explain reads)
+        self.earlier = {name: overlay.rows(name) for name in TABLES}  # the rows earlier updates learned, read once
 
     # -- index reading ------------------------------------------------------------------------------
 
@@ -202,7 +201,9 @@ class Learner:
 
     # -- per framework ----------------------------------------------------------------------------------
 
-    def python_rows(self, package: str, found: dict[str, dict[str, Release]], known: set[str]) -> None:
+    def python_rows(self, package: str, found: dict[str, dict[str, Release]]) -> None:
+        """python_wheels rows for the releases of `package` that the packaged table lacks."""
+        known = {r["version"] for r in packaged("python_wheels")[1] if r["package"] == package}
         for text in sorted(found, key=Version):
             if text in known:
                 continue
@@ -212,17 +213,17 @@ class Learner:
 
     def previous(self, table: str, match: Callable[[dict], bool], order: str) -> dict | None:
         """The newest row of a table (learned, then packaged) that matches: what an unread release is inferred from."""
-        rows = [r for r in self.rows[table] + _learned(table) + packaged(table)[1] if match(r)]
+        rows = [r for r in (*self.rows[table], *self.earlier[table], *packaged(table)[1]) if match(r)]
         return max(rows, key=lambda r: Version(r[order]), default=None)
 
     def torch(self) -> None:
         found = self.listing("torch")
         newest = max(Version(r["release"]) for r in packaged("torch_pypi_default")[1] + packaged("torch_builds")[1])
-        kept = {r["release"] for r in _learned("torch_builds") if "inferred" not in r["source"]}  # inferred rows are read again
+        kept = {r["release"] for r in self.earlier["torch_builds"] if "inferred" not in r["source"]}  # inferred rows are read again
         for series, versions in _series_past(found, newest):
             if series in kept:
                 self._keep("torch_builds", "torch_pypi_default", "torch_cuda_pins", key=lambda r, s=series: _series(Version(r["release"])) == s)
-                self.learned.append(_kept_entry("torch", series, versions, [r for r in _learned("torch_builds") if r["release"] == series]))
+                self.learned.append(_kept_entry("torch", series, versions, [r for r in self.earlier["torch_builds"] if r["release"] == series]))
                 continue
             latest = versions[-1]
             default = found[latest].get("")
@@ -244,7 +245,7 @@ class Learner:
                 if re.fullmatch(r"cu[0-9]{3}", local):
                     self._torch_build(series, local, f"{local[2:-1]}.{local[-1]}", release, entry)
             self.learned.append(entry)
-        self.python_rows("torch", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "torch"})
+        self.python_rows("torch", found)
 
     def _torch_build(self, series: str, variant: str, cuda: str, release: Release, entry: dict) -> None:
         read = self.kernels("torch", release)
@@ -265,19 +266,19 @@ class Learner:
     def _keep(self, *tables: str, key: Callable[[dict], bool]) -> None:
         """Rows an earlier update learned (their release is not read again)."""
         for table in tables:
-            self.rows[table] += [r for r in _learned(table) if key(r)]
+            self.rows[table] += [r for r in self.earlier[table] if key(r)]
 
     def jax(self) -> None:
         found = self.listing("jaxlib")
         packaged_newest = next((Version(r["newest"]) for r in packaged("newest_releases")[1] if r["framework"] == "jax"), None)
-        self.python_rows("jaxlib", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "jaxlib"})
-        kept = {r["from_version"] for r in _learned("jax_builds") if r.get("source", "").find("inferred") < 0}
+        self.python_rows("jaxlib", found)
+        kept = {r["from_version"] for r in self.earlier["jax_builds"] if r.get("source", "").find("inferred") < 0}
         plugins = {}
         for package in JAX_PLUGINS:
             listed = self.listing(package)
             if listed:
                 plugins[package] = listed
-                self.python_rows(package, listed, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == package})
+                self.python_rows(package, listed)
         for series, versions in _series_past(found, packaged_newest) if packaged_newest is not None else ():
             entry = {"package": "jax", "release": series, "versions": versions, "variants": [], "bytes": 0}
             for package, listed in plugins.items():
@@ -289,7 +290,7 @@ class Learner:
                     self._keep("jax_builds", key=lambda r, f=first, v=variant: r["from_version"] == f and r["variant"] == v)
                     entry["variants"] += [{"variant": variant, "cuda": f"{r['cuda_major']}.x", "sass": r["sass"], "ptx": r["ptx"],
                                            "how": "kept from the last update"}
-                                          for r in _learned("jax_builds") if r["from_version"] == first and r["variant"] == variant]
+                                          for r in self.earlier["jax_builds"] if r["from_version"] == first and r["variant"] == variant]
                     continue
                 self._jax_build(first, variant, listed[first][""] if "" in listed[first] else next(iter(listed[first].values())), entry)
             self.rows["newest_releases"] = [{"framework": "jax", "newest": series,  # the newest series only: the rules take the first row
@@ -317,13 +318,13 @@ class Learner:
     def tensorflow(self) -> None:
         found = self.listing("tensorflow")
         newest = max(Version(r["release"]) for r in packaged("tensorflow_builds")[1])
-        self.python_rows("tensorflow", found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == "tensorflow"})
-        kept = {r["release"] for r in _learned("tensorflow_builds") if "inferred" not in r.get("source", "")}
+        self.python_rows("tensorflow", found)
+        kept = {r["release"] for r in self.earlier["tensorflow_builds"] if "inferred" not in r.get("source", "")}
         for series, versions in _series_past(found, newest):
             if series in kept:
                 self._keep("tensorflow_builds", key=lambda r, s=series: r["release"] == s)
                 self.learned.append(_kept_entry("tensorflow", series, versions,
-                                                [r for r in _learned("tensorflow_builds") if r["release"] == series], "and-cuda"))
+                                                [r for r in self.earlier["tensorflow_builds"] if r["release"] == series], "and-cuda"))
                 continue
             first = versions[0]
             release = found[first][""] if "" in found[first] else next(iter(found[first].values()))
@@ -356,7 +357,7 @@ class Learner:
             found = self.listing(package)
             if not found:
                 continue
-            self.python_rows(package, found, {r["version"] for r in packaged("python_wheels")[1] if r["package"] == package})
+            self.python_rows(package, found)
             last = max((Version(r["last_version"]) for r in rows if r["package"] == package), default=Version("0"))
             new = sorted(Version(t) for t in found if not Version(t).is_prerelease and Version(t) > last)
             variant = package[len("cupy-"):]
@@ -391,7 +392,7 @@ def update(index_url: str | None = None, wheelhouse: str | None = None, offline:
     learner.run()
     tables = {}
     for name in TABLES:
-        columns = packaged(name)[0]
+        columns = list(packaged(name)[0])
         if learner.rows[name]:
             tables[name] = (columns, learner.rows[name])
     about = {"index": index.label, "index_url": index.url or wheelhouse, "date": learner.today, "releases": learner.release_lists(),
@@ -421,7 +422,7 @@ def _python_for(pythons: list[str]) -> str | None:
 
 def plan_text(summary: dict, executor: str = "local", wheelhouse: str | None = None) -> str | None:
     """A sweep plan of the releases an update learned, for the GPU classes `sweep` discovers (None: nothing new)."""
-    wheel_pythons = {(r["package"], r["version"]): r["pythons"].split(";") for r in packaged("python_wheels")[1] + list(overlay.rows("python_wheels"))}
+    wheel_pythons = {(r["package"], r["version"]): r["pythons"].split(";") for r in packaged("python_wheels")[1] + overlay.rows("python_wheels")}
     stacks = []
     for entry in summary.get("learned", []):
         newest = entry["versions"][-1]
