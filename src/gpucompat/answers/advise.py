@@ -9,10 +9,11 @@ from functools import lru_cache
 from packaging.version import InvalidVersion, Version
 
 from ..knowledge import tables
-from ..knowledge.rules import FAIL, PASS, Reason, driver_drives_rule, driving_branch, predict_stack, wheel_package
+from ..knowledge.rules import FAIL, PASS, Prediction, Reason, driver_drives_rule, driving_branch, predict_stack, wheel_package
 from .asked import Asked, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
+from .nearest import release_of
 from .questions import judgeable, known_releases, spec_text
 
 
@@ -94,8 +95,8 @@ def _why_not(prediction) -> str:
 
 
 def _release(framework: str, version: str, variant: str) -> str:
-    release = version.replace(".*", "")
-    return f"{release}+{variant}" if framework == "torch" and variant not in ("default", "installed") else release
+    """A candidate's release as the rules take it: an X.Y.* series as X.Y, torch's build as its local label."""
+    return release_of(framework, version.replace(".*", ""), variant)
 
 
 def advise(framework: str, gpu: str | None, cc: str | None, driver: str | None, python: str | None, observed_rows: list[dict],
@@ -203,6 +204,21 @@ def _first_running(framework: str, version: str, variant: str, cc: str, driver: 
             return exact, p
         first = first or (exact, p)
     return first
+
+
+def newest_running(framework: str, cc: str | None, driver: str, python: str | None, gpu: str | None) -> tuple[str, str, Prediction] | None:
+    """(exact version, variant, prediction) of what advise would advise first without a store: the newest candidate
+    predicted to run on this GPU and driver with this Python, a self-contained build before one that needs the system's
+    CUDA libraries. For the nearest yes, on this driver or on a branch that drives the GPU."""
+    conditional = None
+    for version, variant in _candidates(framework):
+        exact, p = _first_running(framework, version, variant, cc, driver, python, gpu)
+        if p.verdict != PASS:
+            continue
+        if system_libraries(framework, exact, variant) is None:
+            return exact, variant, p
+        conditional = conditional or (exact, variant, p)
+    return conditional
 
 
 def why_empty(asked: Asked, left_out: list[dict]) -> str:

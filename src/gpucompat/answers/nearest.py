@@ -12,16 +12,12 @@ CUDA libraries (answers/conditions.py) is marked conditional wherever it is offe
 
 from __future__ import annotations
 
-from packaging.version import Version
-
 from ..errors import UserError
-
 from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_package
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
-from .questions import gpu_variants, known_releases, spec_text
-
+from .questions import gpu_variants, spec_text
 
 
 def release_of(framework: str, version: str, variant: str) -> str:
@@ -47,15 +43,6 @@ def other_variants(framework: str, version: str, variant: str) -> list[str]:
         return [v for v in [*gpu_variants("tensorflow", version), "and-cuda", "plain"] if v != variant and
                 (v != "and-cuda" or "and-cuda" in gpu_variants("tensorflow", version))]
     return []
-
-
-def _exact(framework: str, version: str, variant: str) -> str:
-    """advise's 'X.Y.*' as the newest X.Y.z the knowledge holds (an exact release is what a person installs)."""
-    if not version.endswith(".*"):
-        return version
-    series = Version(version[:-2]).release
-    found = max((v for v in known_releases(framework, variant) if v.release[:len(series)] == series), default=None)
-    return str(found) if found else version
 
 
 def _item(kind: str, label: str, framework: str, version: str, variant: str, prediction: Prediction) -> dict:
@@ -128,8 +115,7 @@ def other_python(framework: str, version: str, variant: str, cc: str | None, dri
 
 def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
     """What would work on the same GPU and driver, in the order people try it (see the module's docstring)."""
-    from .advise import advise_for
-    from .asked import Asked
+    from .advise import newest_running
 
     cc, driver, gpu = where["cc"], where["driver"], where.get("matched") or where.get("gpu")
     drives = driver_drives_rule(cc, gpu, driver)
@@ -143,17 +129,14 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
             break
     if not found:  # the same release in another build is the smallest change; else the nearest release down and up
         found += steps(framework, version, variant, cc, driver, python, gpu)
-    if cc is not None:
-        best = advise_for(Asked("advise", framework, None, where, driver, driver, python, "given"), [], limit=1)["predicted"]
-        if best:
-            exact = _exact(framework, best[0]["version"], best[0]["variant"])
-            p = predict_stack(framework, release_of(framework, exact, best[0]["variant"]), best[0]["variant"], cc, driver, python, gpu=gpu)
-            newest = _item("newest", "newest that works", framework, exact, best[0]["variant"], p)
-            same = next((item for item in found if item["spec"] == newest["spec"]), None)
-            if same is not None:  # the nearest step is also the newest: one line that says both
-                same["label"] += " (also the newest)"
-            else:
-                found.append(newest)
+    best = newest_running(framework, cc, driver, python, gpu) if cc is not None else None
+    if best is not None:
+        newest = _item("newest", "newest that works", framework, *best)
+        same = next((item for item in found if item["spec"] == newest["spec"]), None)
+        if same is not None:  # the nearest step is also the newest: one line that says both
+            same["label"] += " (also the newest)"
+        else:
+            found.append(newest)
     python_item = other_python(framework, version, variant, cc, driver, python, gpu)
     if python_item:
         found.append(python_item)
@@ -165,17 +148,6 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
 
 # -- a GPU the driver does not drive -------------------------------------------------------------
 
-def newest_on(framework: str, cc: str | None, gpu: str | None, driver: str, python: str | None) -> tuple[str, str, Prediction] | None:
-    """(version, variant, prediction) of the newest stack advise's candidates hold that passes on this GPU and driver."""
-    from .advise import _candidates, _release
-
-    for version, variant in _candidates(framework):
-        if predict_stack(framework, _release(framework, version, variant), variant, cc, driver, python, gpu=gpu).verdict == PASS:
-            exact = _exact(framework, version, variant)
-            return exact, variant, predict_stack(framework, release_of(framework, exact, variant), variant, cc, driver, python, gpu=gpu)
-    return None
-
-
 def undriven(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
     """The nearest yes where the driver does not drive the GPU: never a stack on this driver, but the branches that
     drive it and, on the nearest of them, the asked stack (where it runs there) and the newest stack that runs."""
@@ -185,12 +157,14 @@ def undriven(framework: str, version: str, variant: str, where: dict, python: st
     if on is None:
         return [{"kind": "branch", "label": label, "text": f"{head}; the knowledge names no R{branch} release to judge stacks on",
                  "driver": None, "branch": branch, "spec": None, "warnings": [], "install": None}]
+    from .advise import newest_running
+
     items = []
     asked = predict_stack(framework, release_of(framework, version, variant), variant, cc, on, python, gpu=gpu)
     if asked.verdict == PASS:
         item = _item("branch", label, framework, version, variant, asked)
         items.append({**item, "driver": on, "branch": branch, "text": f"{head}; on R{branch} ({on}) {item['spec']} runs"})
-    newest = newest_on(framework, cc, gpu, on, python)
+    newest = newest_running(framework, cc, on, python, gpu)
     if newest is not None and not (newest[0] == version and newest[1] == variant):
         item = _item("branch", label, framework, newest[0], newest[1], newest[2])
         items.append({**item, "driver": on, "branch": branch,
