@@ -77,7 +77,8 @@ def missing_reason(figure: dict) -> tuple[str, str]:
         kind = str(figure.get("unsupported_kind") or "framework")
         return (kind if kind in ("gpu", "framework", "environment", "depends") else "framework"), str(figure["unsupported"])
     error = figure.get("error") if isinstance(figure.get("error"), dict) else {}
-    text = f"{error.get('type') or 'error'}: {str(error.get('message') or '').strip().splitlines()[0] if error.get('message') else ''}".strip(": ")
+    lines = str(error.get("message") or "").strip().splitlines()  # none where the message is blank
+    text = f"{error.get('type') or 'error'}: {lines[0] if lines else ''}".strip(": ")
     if _NO_ROOM.search(f"{error.get('type')} {error.get('message')}"):
         holders = [p for p in _others(figure.get("contention")) if isinstance(p.get("used_mib"), int) and p["used_mib"] > 0]
         memory = figure.get("memory") if isinstance(figure.get("memory"), dict) else {}
