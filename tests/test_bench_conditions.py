@@ -169,7 +169,6 @@ def test_the_sweep_closing_line_counts_contended_and_missing_figures(tmp_path, s
     assert closing_note(rows) == "1 bench figure (1 contended by other processes, 3 not measured; `gpucompat results --bench` says why)"
 
 
-
 def test_a_figure_whose_error_message_is_blank_is_listed_with_its_type():
     from gpucompat.bench import missing_reason
 
