@@ -15,10 +15,9 @@ import re
 import sys
 from dataclasses import dataclass
 
-from packaging.version import Version
-
 from ..errors import UserError
 from ..knowledge import tables
+from ..knowledge.rules import branch_releases
 from ..plan import PYTHON_VERSION
 from .questions import Question, framework_name
 from .questions import read as read_stack
@@ -72,12 +71,6 @@ def read_python(python: str | None) -> tuple[str | None, str, list[str]]:
         return here, "this interpreter", [f"Python {here}: this interpreter's, as a sweep assumes (give --python X.Y to ask about another)"]
     return None, "not checked", [f"Python not checked: this interpreter's {here} is outside the 3.6 to 3.15 the wheel tables describe "
                                  "(give --python X.Y)"]
-
-
-def branch_releases(branch: int) -> list[str]:
-    """The releases of one driver branch the knowledge names (the minimum drivers of the CUDA table), oldest first."""
-    found = {r[c] for r in tables.table("cuda_drivers") for c in ("toolkit_driver_min", "compat_driver_min") if r[c]}
-    return sorted((v for v in found if Version(v).major == branch), key=Version)
 
 
 def read_driver(driver: str | None) -> tuple[str | None, list[str]]:

@@ -11,18 +11,13 @@ from ..knowledge.rules import PASS, predict_stack
 MINOR_COMPAT = "minor-version compatibility"
 
 
-def driver_candidates() -> list[str]:
-    """Every driver number the knowledge names as a minimum, oldest first."""
-    return tables.named_drivers()
-
-
 def oldest_driver(framework: str, release: str, variant: str, cc: str | None, driver: str, python: str | None,
                   gpu: str | None = None) -> dict | None:
     """The oldest driver newer than `driver` under which the stack is predicted to pass, and the oldest that runs it
     without CUDA minor-version compatibility (None: no driver makes it pass, as far as the knowledge says)."""
     have = tables.version(driver)
     first = clean = None
-    for candidate in driver_candidates():
+    for candidate in tables.named_drivers():  # every driver the knowledge names as a minimum, oldest first
         if have is not None and Version(candidate) <= have:
             continue
         p = predict_stack(framework, release, variant, cc, candidate, python, gpu=gpu)

@@ -240,6 +240,11 @@ def architectures_not_driven(driver: str | None) -> list[str]:
     return list(found.values())
 
 
+def branch_releases(branch: int) -> list[str]:
+    """The releases of one driver branch the knowledge names (the minimum drivers of its tables), oldest first."""
+    return [d for d in tables.named_drivers() if driver_branch(d) == branch]
+
+
 def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> Reason | None:
     """Each architecture (and the products that came after their architecture's first branch) is driven from a first
     driver branch to a last one (knowledge/data/gpu_driver_branches.csv): outside them the GPU is not there at all,
@@ -269,7 +274,7 @@ def driving_branch(cc: str | None, gpu: str | None, driver: str) -> tuple[int, s
     asked, first, last = driver_branch(driver), bounds["first"], bounds["last"]
     bound = last if last and asked is not None and asked > int(last["branch"]) else first
     branch = int(bound["branch"])
-    newest = max((d for d in tables.named_drivers() if d.split(".")[0] == str(branch)), key=Version, default=None)
+    newest = (branch_releases(branch) or [None])[-1]
     return branch, newest, f"drivers {drive_span(bounds)} drive {bound['gpu'] or bounds['architecture'] + ' GPUs'}"
 
 
