@@ -44,10 +44,8 @@ KERNELS = {
     "jax": lambda name: True,
     "tensorflow": lambda name: True,
 }
-TABLES = {  # every table an update may add rows to, with the packaged columns
-    name: None for name in ("python_wheels", "torch_pypi_default", "torch_builds", "torch_cuda_pins", "jax_builds",
-                            "newest_releases", "tensorflow_builds", "cupy_packages")
-}
+TABLES = ("python_wheels", "torch_pypi_default", "torch_builds", "torch_cuda_pins", "jax_builds",  # every table an update may add rows to
+          "newest_releases", "tensorflow_builds", "cupy_packages")
 
 
 def torch_pins(compile_output: str) -> list[tuple[str, str]]:
@@ -285,7 +283,7 @@ class Learner:
                 first = next((v for v in versions if v in listed), None)
                 if first is None:
                     continue
-                variant = "cuda" + package.split("-")[1][len("cuda"):]
+                variant = package.split("-")[1]  # jax-cuda13-plugin: cuda13
                 if first in kept:
                     self._keep("jax_builds", key=lambda r, f=first, v=variant: r["from_version"] == f and r["variant"] == v)
                     entry["variants"] += [{"variant": variant, "cuda": f"{r['cuda_major']}.x", "sass": r["sass"], "ptx": r["ptx"],
@@ -374,10 +372,6 @@ class Learner:
         for step in (self.torch, self.jax, self.tensorflow, self.cupy):
             step()
 
-    def release_lists(self) -> dict:
-        """package -> every version the index lists now (what `explain` tells 'no such release' by)."""
-        return {package: versions for package, versions in self.seen.items()}
-
 
 def update(index_url: str | None = None, wheelhouse: str | None = None, offline: bool = False,
            say: Callable[[str], None] = lambda text: None, today: str | None = None) -> dict:
@@ -395,7 +389,7 @@ def update(index_url: str | None = None, wheelhouse: str | None = None, offline:
         columns = list(packaged(name)[0])
         if learner.rows[name]:
             tables[name] = (columns, learner.rows[name])
-    about = {"index": index.label, "index_url": index.url or wheelhouse, "date": learner.today, "releases": learner.release_lists(),
+    about = {"index": index.label, "index_url": index.url or wheelhouse, "date": learner.today, "releases": learner.seen,
              "learned": learner.learned, "bytes_fetched": index.fetched, "index_bytes": index.pages, "range_requests": learner.ranges}
     say("writing the overlay")
     overlay.replace(tables, about)
@@ -411,9 +405,6 @@ def status() -> dict:
 
 
 # -- the plan of what is new ---------------------------------------------------------------------------
-
-PLAN_FRAMEWORK = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow"}
-
 
 def _python_for(pythons: list[str]) -> str | None:
     usable = [p for p in pythons if re.fullmatch(r"3\.(8|9|1[0-5])", p)]
