@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from ..knowledge.rules import FAIL, PASS, predict_stack
 from . import conditions
-from .asked import Asked, check_python
+from .asked import Asked
 from .asked import read as read_question
 from .nearest import nearest_yes, release_of
 from .observed import decide, matching
 from .questions import Question, assumed_note, gpu_variants, spec_text
-from .target import target
 
-__all__ = ["answer", "ask", "explain", "judge", "check_python", "target"]
+__all__ = ["answer", "ask", "explain", "judge"]
 
 
 def judge(question: Question, cc: str | None, driver: str | None, python: str | None, gpu: str | None = None) -> tuple[str, list[str], object]:
@@ -43,15 +42,14 @@ def judge(question: Question, cc: str | None, driver: str | None, python: str | 
     return variant, notes, prediction
 
 
-def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None,
-            nearest: bool = True, observed_rows: list[dict] | None = None) -> dict:
-    """`spec`: the question as typed, one string ('torch==2.4', 'torch 2.4') or its words. What is not given of the GPU and
-    driver is this machine's; of the Python, this interpreter's. After a fail or an uncertain, `nearest` holds what would
-    pass on the same GPU and driver."""
-    return answer_stack(read_question(spec, None, None, gpu, cc, driver, python), observed_rows or [], nearest)
+def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None) -> dict:
+    """The stack form read and answered at once, without a store. `spec`: the question as typed, one string ('torch==2.4',
+    'torch 2.4') or its words. What is not given of the GPU and driver is this machine's; of the Python, this
+    interpreter's. After a fail or an uncertain, `nearest` holds what would pass on the same GPU and driver."""
+    return answer_stack(read_question(spec, None, None, gpu, cc, driver, python), [])
 
 
-def answer_stack(asked: Asked, observed_rows: list[dict], nearest: bool = True) -> dict:
+def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
     """The stack form's answer: the rules' verdict, decided by the store's observation of it where there is one."""
     question, found, python = asked.stack, asked.target, asked.python
     variant, assumed, prediction = judge(question, found["cc"], found["driver"], python, found.get("matched") or found.get("gpu"))
@@ -68,7 +66,7 @@ def answer_stack(asked: Asked, observed_rows: list[dict], nearest: bool = True) 
     if result["source"] == "rule":  # a build that needs the system's CUDA is a conditional yes (an observation saw it run)
         conditions.apply(result, judged.framework, judged.version, variant)
     result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, python)
-                         if nearest and result["verdict"] in (FAIL, "uncertain", conditions.CONDITIONAL) else [])
+                         if result["verdict"] in (FAIL, "uncertain", conditions.CONDITIONAL) else [])
     if result["verdict"] == conditions.CONDITIONAL:  # beside a conditional yes, only what brings its own libraries
         result["nearest"] = [n for n in result["nearest"] if n.get("verdict") == PASS]
     return result
