@@ -336,13 +336,15 @@ class Learner:
                 sass, ptx, how, spent = read
                 entry["bytes"] += spent
             else:
-                sass, ptx = before["sass"].split(";") if before else [], before["ptx"].split(";") if before else []
+                # an empty column is no architecture: "".split(";") is [""], which min() below would take as the lowest
+                sass = [a for a in before["sass"].split(";") if a] if before else []
+                ptx = [a for a in before["ptx"].split(";") if a] if before else []
                 how = f"inferred from TensorFlow {before['release'] if before else '?'}: the index ignores range requests"
             lowest = min(sass + ptx, key=lambda a: int(re.sub(r"[^0-9]", "", a) or 0), default=None)
             min_cc = f"{int(re.sub(r'[^0-9]', '', lowest)) // 10}.{int(re.sub(r'[^0-9]', '', lowest)) % 10}" if lowest else ""
             self.rows["tensorflow_builds"].append({
                 "release": series, "cuda": cuda or "", "cudnn": ".".join((cudnn or "").split(".")[:2]),
-                "pythons": f"{plain[0]}-{plain[-1]}" if plain else "", "sass": ";".join(x for x in sass if x), "ptx": ";".join(x for x in ptx if x),
+                "pythons": f"{plain[0]}-{plain[-1]}" if plain else "", "sass": ";".join(sass), "ptx": ";".join(ptx),
                 "min_cc": min_cc,
                 "source": f"{self.source}: uv pip compile tensorflow[and-cuda]=={first} --python-version {python} pins CUDA {cuda} and cuDNN {cudnn} ; archs: {how}"})
             entry["variants"].append({"variant": "and-cuda", "cuda": cuda, "sass": ";".join(sass), "ptx": ";".join(ptx),
