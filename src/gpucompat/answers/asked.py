@@ -1,7 +1,8 @@
 """One question, read once at the command's edge: `explain` and `advise` turn what was typed into one `Asked`
 (the stack or framework, the GPU, the driver and the Python, with a note for every reading that was not literally
-what the user wrote), and the answer flows from it: read -> judge -> nearest -> view. Only a question read
-without error is answered, and only then is the store asked for what it observed.
+what the user wrote), and the answer flows from it: read -> judge -> nearest -> view. Reading includes a
+requirements file's parse (-r) and a pool's GPU classes (--pool: its discovery or its plan's targets). Only a
+question read without error is answered, and only then is the store asked for what it observed.
 
 What is assumed is said: a Python not given is this interpreter's; a bare driver branch (`--driver 550`) is read
 as the newest release of that branch the knowledge names (every release of a production branch reports the
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..knowledge import tables
@@ -23,11 +25,14 @@ from .questions import Question, framework_name
 from .questions import read as read_stack
 from .target import where
 
+if TYPE_CHECKING:
+    from ..model import Target
+    from .lockfiles import Parsed
+
 # A question may name any Python a release was built for, from 3.6 on (the wheel tables cover torch 1.x);
 # only a test needs the probe, which runs on 3.8 and newer.
 QUESTION_PYTHON = re.compile(r"3\.([6-9]|1[0-5])", re.ASCII)
 BARE_BRANCH = re.compile(r"[0-9]{3}", re.ASCII)
-MODES = ("stack", "requirements", "pool", "advise")
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,10 @@ class Asked:
     python: str | None  # the Python judged; None: not checked
     python_from: str  # "given" (--python), "this interpreter" or "not checked"
     notes: tuple[str, ...] = ()  # how the stack, the driver, the GPU and the Python were read, in that order
-    requirements: str | None = None  # -r FILE ('-': stdin_text holds it)
-    stdin_text: str | None = None
-    pool: str | None = None
+    requirements: str | None = None  # -r FILE as given ('-': standard input)
+    parsed: Parsed | None = None  # that file as read (answers/lockfiles.py)
+    pool: str | None = None  # --pool as given
+    classes: tuple[str, list[Target], str] | None = None  # its GPU classes: (executor, classes, where they came from)
 
     def target_view(self) -> dict:
         """The target as an answer shows it: the GPU and driver as read, the driver as typed, the Python and why."""
@@ -104,13 +110,18 @@ def read(spec, requirements: str | None = None, pool: str | None = None, gpu: st
     typed_driver = driver
     driver, driver_notes = read_driver(driver)
     if pool is not None:
+        from .pool import pool_targets  # here: a site's discovery and a plan's reading cost the other forms nothing
+
         return Asked("pool", stack.framework, stack, None, driver, typed_driver, python, python_from, tuple(stack.notes + driver_notes + python_notes),
-                     pool=pool)
+                     pool=pool, classes=pool_targets(pool))
     found, target_notes = where(gpu, cc, driver)
-    mode = "stack" if stack is not None else "requirements"
-    return Asked(mode, stack.framework if stack else None, stack, found, found["driver"], typed_driver, python, python_from,
-                 tuple((stack.notes if stack else []) + driver_notes + target_notes + python_notes),
-                 requirements=requirements, stdin_text=stdin_text)
+    if stack is not None:
+        return Asked("stack", stack.framework, stack, found, found["driver"], typed_driver, python, python_from,
+                     tuple(stack.notes + driver_notes + target_notes + python_notes))
+    from .lockfiles import load
+
+    return Asked("requirements", None, None, found, found["driver"], typed_driver, python, python_from,
+                 tuple(driver_notes + target_notes + python_notes), requirements=requirements, parsed=load(requirements, stdin_text))
 
 
 def read_advice(framework: str | None, gpu: str | None, cc: str | None, driver: str | None, python: str | None) -> Asked:

@@ -74,11 +74,9 @@ def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
 
 def answer_requirements(asked: Asked) -> dict:
     """`explain -r FILE` (or `-r -` with pip freeze output): every GPU package of the file, and the set."""
-    from .lockfiles import load
     from .requirements import judge as judge_set
 
-    parsed = load(asked.requirements, asked.stdin_text)
-    result = judge_set(parsed, asked.target, asked.python)
+    result = judge_set(asked.parsed, asked.target, asked.python)
     result["target"] = asked.target_view()
     return {"file": "standard input" if asked.requirements == "-" else asked.requirements, **result,
             "notes": result["notes"] + list(asked.notes)}
@@ -86,10 +84,10 @@ def answer_requirements(asked: Asked) -> dict:
 
 def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
     """`explain SPEC --pool ...`: the question on every GPU class of a site (answers/pool.py)."""
-    from .pool import answer, pool_targets
+    from .pool import answer
 
     question, driver, python = asked.stack, asked.driver, asked.python
-    executor, targets, origin = pool_targets(asked.pool)
+    executor, targets, origin = asked.classes
     notes = list(asked.notes)
     variant = question.variant
     if variant is None:  # the GPU build that passes on the most classes (the first the release has, where none does)
