@@ -30,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 from .envs.uv import uv_bin
 from .errors import UserError
 from .knowledge import overlay, pyindex, wheeltags
+from .knowledge.fatbin import _arch_key
 from .knowledge.tables import DATA
 from .resolve import cuda_versions, default_index, parse_pins, uv_env
 
@@ -173,8 +174,7 @@ class Learner:
         size = f" of {wheel.size:,}" if wheel.size else ""
         listed = ", ".join(members) if len(members) <= 4 else f"{len(members)} libraries, {', '.join(members[-2:])} the largest"
         how = f"read from {wheel.filename} with gpucompat's fat-binary reader ({listed or 'no CUDA library'}; {spent:,}{size} bytes fetched)"
-        key = lambda a: (int(re.sub(r"[^0-9]", "", a) or 0), a)  # noqa: E731
-        return sorted(archs.sass, key=key), sorted(archs.ptx, key=key), how, spent
+        return sorted(archs.sass, key=_arch_key), sorted(archs.ptx, key=_arch_key), how, spent
 
     # -- pins -----------------------------------------------------------------------------------------
 
@@ -340,8 +340,8 @@ class Learner:
                 sass = [a for a in before["sass"].split(";") if a] if before else []
                 ptx = [a for a in before["ptx"].split(";") if a] if before else []
                 how = f"inferred from TensorFlow {before['release'] if before else '?'}: the index ignores range requests"
-            lowest = min(sass + ptx, key=lambda a: int(re.sub(r"[^0-9]", "", a) or 0), default=None)
-            min_cc = f"{int(re.sub(r'[^0-9]', '', lowest)) // 10}.{int(re.sub(r'[^0-9]', '', lowest)) % 10}" if lowest else ""
+            lowest = min((_arch_key(a)[0] for a in sass + ptx), default=None)  # sm_75 -> 75, sm_100 -> 100
+            min_cc = f"{lowest // 10}.{lowest % 10}" if lowest is not None else ""
             self.rows["tensorflow_builds"].append({
                 "release": series, "cuda": cuda or "", "cudnn": ".".join((cudnn or "").split(".")[:2]),
                 "pythons": f"{plain[0]}-{plain[-1]}" if plain else "", "sass": ";".join(sass), "ptx": ";".join(ptx),
