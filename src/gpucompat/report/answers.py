@@ -221,13 +221,12 @@ def pool_view(result: dict, wide: bool = False) -> list:
     table = FitTable(escape(f"GPU classes of {result['pool']}"), columns, POOL_STEPS, wide)
     out: list = [*_notes(result.get("notes", [])), head, table, *class_nearest_view(classes)]
     requests = [c for c in classes if c["request"]]
+    which = "that pass" if not result.get("conditional") else "it runs on (a CONDITIONAL one only with the system's CUDA libraries)"
     if result["executor"] == "htcondor" and result.get("htcondor"):
-        which = "that pass" if not result.get("conditional") else "it runs on (a CONDITIONAL one only with the system's CUDA libraries)"
         out += [Text(f"Ask HTCondor for the classes {which} (in the submit description):")]
         out += [WholeLine(line) for line in result["htcondor"].splitlines()]
     elif requests:
         what = {"slurm": "Slurm", "kubernetes": "Kubernetes (in the pod spec)"}.get(result["executor"], result["executor"])
-        which = "that pass" if not result.get("conditional") else "it runs on (a CONDITIONAL one only with the system's CUDA libraries)"
         out += [Text(f"Ask {what} for the classes {which}:")] + [WholeLine(c["request"]) for c in requests]
     elif not result["passing"] and not any(c.get("nearest") for c in classes):
         out += [Text("No class of the pool is predicted to pass; `gpucompat explain SPEC --gpu NAME --driver VERSION` gives the nearest yes for one.")]
@@ -269,7 +268,7 @@ def advise_view(result: dict, left_out: bool = False) -> list:
 
 
 def view(result: dict, full_sources: bool = False, wide: bool = False) -> list:
-    """What to print for an answer of `answers.explain.ask`, by its mode."""
+    """What to print for an answer of `answers.explain.answer`, by its mode."""
     if result["mode"] == "pool":
         return pool_view(result, wide)
     if result["mode"] == "requirements":
