@@ -17,9 +17,9 @@ import csv
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
+from ..errors import UserError
 from ..paths import data_dir
 
 META = "learned.json"
@@ -53,11 +53,11 @@ def meta() -> dict:
 def replace(tables: dict[str, tuple[list[str], list[dict]]], about: dict) -> Path:
     """Write a whole new overlay ({table: (columns, rows)} and its learned.json), then swap it in with one rename.
     Nothing the readers see changes until that rename; an exception before it leaves the old overlay."""
+    import tempfile  # here, not at the top: every explain imports this module, only an update writes
+
     link = overlay_path()
     link.parent.mkdir(parents=True, exist_ok=True)
     if link.exists() and not link.is_symlink():
-        from ..errors import UserError
-
         raise UserError(f"{link} is a folder, not the link gpucompat keeps its learned knowledge under; move it away and run the update again.")
     folder = Path(tempfile.mkdtemp(prefix=f".{link.name}-", dir=link.parent))
     try:
