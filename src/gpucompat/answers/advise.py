@@ -14,7 +14,7 @@ from .asked import Asked, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
 from .nearest import release_of
-from .questions import judgeable, known_releases, spec_text
+from .questions import judgeable, known_releases, spec_text, wheel_releases
 
 
 def install_command(framework: str, version: str, variant: str) -> str:
@@ -73,10 +73,8 @@ def _candidates(framework: str) -> list[tuple[str, str]]:
 
 def _newest_per_series(package: str) -> list[Version]:
     newest: dict = {}
-    for row in tables.table("python_wheels"):
-        v = Version(row["version"]) if row["package"] == package and row["pythons"] else None
-        if v is not None and not v.is_prerelease and not v.is_devrelease and v > newest.get(v.release[:2], Version("0")):
-            newest[v.release[:2]] = v
+    for v in wheel_releases(package):  # oldest first: each minor series keeps its newest
+        newest[v.release[:2]] = v
     return list(newest.values())
 
 
@@ -177,11 +175,10 @@ def judgeable_releases(framework: str, variant: str) -> tuple[Version, ...]:
 
 @lru_cache(maxsize=None)  # the tables do not change while a process runs; advise asks once per candidate series
 def _judgeable_releases(framework: str, variant: str | None) -> tuple[Version, ...]:
-    found = set(known_releases(framework, variant))
+    found = set(known_releases(framework, variant))  # final releases only, as are the plugins'
     if framework == "jax":
-        for plugin in ("jax-cuda12-plugin", "jax-cuda13-plugin"):
-            found |= {tables.version(r["version"]) for r in tables.table("python_wheels") if r["package"] == plugin and r["pythons"]}
-    return tuple(sorted(v for v in found if v is not None and not v.is_prerelease and not v.is_devrelease and judgeable(framework, v)))
+        found.update(wheel_releases("jax-cuda12-plugin"), wheel_releases("jax-cuda13-plugin"))
+    return tuple(sorted(v for v in found if judgeable(framework, v)))
 
 
 def _series_releases(framework: str, version: str, variant: str) -> list[str]:

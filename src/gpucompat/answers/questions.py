@@ -123,7 +123,7 @@ def _meant(name: str) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def _wheel_releases(package: str) -> tuple[Version, ...]:
+def wheel_releases(package: str) -> tuple[Version, ...]:
     """Final releases with Linux wheels in PyPI's file lists the tables hold, oldest first."""
     found = [Version(r["version"]) for r in tables.table("python_wheels") if r["package"] == package and r["pythons"]]
     return tuple(sorted(v for v in found if not v.is_prerelease and not v.is_devrelease))
@@ -136,7 +136,7 @@ def known_releases(framework: str, variant: str | None) -> tuple[Version, ...]:
     package = {"torch": "torch", "jax": "jaxlib", "tensorflow": "tensorflow-gpu" if variant == "gpu" else "tensorflow"}.get(framework)
     if framework == "cupy":
         package = f"cupy-{variant or 'cuda12x'}"
-    return _wheel_releases(package) if package else ()
+    return wheel_releases(package) if package else ()
 
 
 def judgeable(framework: str, release: Version) -> bool:
