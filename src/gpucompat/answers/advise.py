@@ -9,7 +9,7 @@ from functools import lru_cache
 from packaging.version import InvalidVersion, Version
 
 from ..knowledge import tables
-from ..knowledge.rules import FAIL, PASS, Prediction, Reason, driver_drives_rule, driving_branch, predict_stack, wheel_package
+from ..knowledge.rules import FAIL, PASS, Prediction, Reason, driver_drives_rule, driving_branch, predict_stack, wheel_pythons
 from .asked import Asked, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
@@ -228,9 +228,7 @@ def why_empty(asked: Asked, left_out: list[dict]) -> str:
         for version, variant in _candidates(framework):
             exact, p = _first_running(framework, version, variant, where["cc"], where["driver"], None, gpu)
             if p.verdict == PASS:
-                package = wheel_package(framework, variant)
-                row, _newest = tables.python_wheels(package, _release(framework, exact, variant)) if package else (None, None)
-                pythons = [v for v in (row["pythons"].split(";") if row and row["pythons"] else []) if v[-1:].isdigit()]
+                pythons = wheel_pythons(framework, _release(framework, exact, variant), variant)
                 with_python = f" with Python {pythons[0]} to {pythons[-1]}" if len(pythons) > 1 else f" with Python {pythons[0]}" if pythons else ""
                 return (f"{said}: every release that runs on this GPU and driver lacks wheels for Python {python}. "
                         f"{spec_text(framework, exact, variant)} would run{with_python} ({install_command(framework, exact, variant)}).")

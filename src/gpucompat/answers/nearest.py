@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import UserError
 from ..knowledge import tables
-from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_package
+from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_pythons
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
 from .questions import gpu_variants, spec_text
@@ -100,9 +100,7 @@ def other_python(framework: str, version: str, variant: str, cc: str | None, dri
     release = release_of(framework, version, variant)
     if predict_stack(framework, release, variant, cc, driver, None, gpu=gpu).verdict != PASS:
         return None
-    package = wheel_package(framework, variant)
-    row, _newest = tables.python_wheels(package, release) if package else (None, None)
-    pythons = [p for p in (row["pythons"].split(";") if row and row["pythons"] else []) if p[-1:].isdigit()]
+    pythons = wheel_pythons(framework, release, variant)
     want = tables.version(python)
     runs = [p for p in pythons if predict_stack(framework, release, variant, cc, driver, p, gpu=gpu).verdict == PASS]
     if not runs or want is None:

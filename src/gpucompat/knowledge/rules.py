@@ -567,6 +567,14 @@ def wheel_package(framework: str, variant: str) -> str | None:
             "cupy": f"cupy-{variant}"}.get(framework)
 
 
+def wheel_pythons(framework: str, release: str, variant: str) -> list[str]:
+    """The Pythons PyPI has Linux x86_64 wheels of this release for, as the tables list them ('3.11'; free-threaded
+    builds such as '3.14t' left out); none where the tables do not know."""
+    package = wheel_package(framework, variant)
+    row, _newest = tables.python_wheels(package, release) if package else (None, None)
+    return [p for p in (row["pythons"].split(";") if row and row["pythons"] else []) if p[-1:].isdigit()]
+
+
 def predict_stack(framework: str, release: str, variant: str, cc: str | None, driver: str | None, python: str | None = None,
             cuda_runtime: str | None = None, arch: tuple | None = None, gpu: str | None = None) -> Prediction:
     """Expected outcome of one stack on one GPU class. `cuda_runtime` (from resolution or the
