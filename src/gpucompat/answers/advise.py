@@ -68,7 +68,15 @@ def _candidates(framework: str) -> list[tuple[str, str]]:
         rows = [(f"{r['series']}.*", r["variant"]) for r in tables.table("cupy_packages") if int(r["series"]) >= 12]
     else:
         rows = [(r["cuda"], "default") for r in tables.table("cuda_drivers") if Version(r["cuda"]).major >= 11]
-    return sorted(set(rows), key=lambda p: (_key(p[0]), p[1] != "default"), reverse=True)
+    # builds of one release newest CUDA first: a set's order changes with each process's string hashing
+    return sorted(set(rows), key=lambda p: (_key(p[0]), p[1] != "default", _cuda_order(p[1])), reverse=True)
+
+
+def _cuda_order(variant: str) -> int:
+    """A build's CUDA as a number that orders the builds of one framework: cu126 -> 126, cu92 -> 92, cupy's cuda110 -> 110
+    and cuda11x (any 11.x) -> 119, jax's cuda13 -> 13; 0 for a build that names none (default, and-cuda, plain)."""
+    digits = int("".join(c for c in variant if c.isdigit()) or 0)
+    return digits * 10 + 9 if variant.endswith("x") else digits
 
 
 def _newest_per_series(package: str) -> list[Version]:
