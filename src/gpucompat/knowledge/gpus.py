@@ -200,11 +200,8 @@ def _known_names() -> dict[str, str]:
     names: dict[str, str] = {}
     for row, _words in _curated():
         names.setdefault(_plain(row["name"]), _QUALIFIER.sub("", row["name"]).strip())
-    path = DATA / "pci_gpus.csv"
-    if path.exists():
-        with path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                names.setdefault(_plain(row["name"]), row["name"])
+    for row in _pci_index()[0].values():  # pci_gpus.csv as lookup() read it, one row per spelling
+        names.setdefault(_plain(row["name"]), row["name"])
     names.pop("", None)
     return names
 
