@@ -20,6 +20,7 @@ import re
 from contextlib import suppress
 from pathlib import Path
 
+from ..knowledge import tables
 from ..model import PASS, UNTESTED
 from ..paths import cache_dir, default_url, sqlite_readonly
 
@@ -124,8 +125,6 @@ def stored_build(framework: str, version: str, variant: str, cuda_runtime: str |
     """(the build of a stored cell in a question's own words: torch's local label or 'default', JAX's extra, CuPy's
     package suffix; how that was read). None where the cell does not record it. A cell of an environment gpucompat
     did not build (env current or container) is what its probe saw, whatever its stack's variant says."""
-    from ..knowledge import tables
-
     if framework == "torch" and "+" in version:
         return version.split("+", 1)[1], "its version's local label"
     if variant not in ("installed", "") and env not in ("current", "container"):
@@ -149,8 +148,6 @@ def stored_build(framework: str, version: str, variant: str, cuda_runtime: str |
 def _same_build(framework: str, version: str, build: str | None) -> str | None:
     """A build as the tables name it: torch's 'default' as the release's PyPI default label (cu130 for 2.11)."""
     if framework == "torch" and build == "default":
-        from ..knowledge import tables
-
         row = tables.torch_default(version)
         return row["variant"] if row else build
     return build
@@ -158,8 +155,6 @@ def _same_build(framework: str, version: str, build: str | None) -> str | None:
 
 def shown_build(row: dict, asked_variant: str | None) -> tuple[str, str | None]:
     """(the stored build as a person reads it, e.g. 'torch 2.11.0+cu130'; why it is the asked one, or None)."""
-    from ..knowledge import tables
-
     framework, base, build = row["framework"], _base(row["version"]), row.get("build")
     label = _same_build(framework, base, build)
     if framework == "torch":
