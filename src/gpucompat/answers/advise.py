@@ -14,7 +14,7 @@ from .asked import Asked, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
 from .nearest import release_of
-from .questions import judgeable, known_releases, spec_text, wheel_releases
+from .questions import gpu_variants, judgeable, known_releases, spec_text, wheel_releases
 
 
 def install_command(framework: str, version: str, variant: str) -> str:
@@ -57,9 +57,9 @@ def _candidates(framework: str) -> list[tuple[str, str]]:
         rows = [(f"{r['release']}.*", r["variant"]) for r in tables.table("torch_builds") if default.get(r["release"]) != r["variant"]]
         rows += [(f"{release}.*", "default") for release in default]  # PyPI's own wheel: no index URL needed
     elif framework == "tensorflow":
-        # tensorflow[and-cuda] brings its CUDA libraries from 2.14 on; before, plain tensorflow uses the system's
-        rows = [(f"{r['release']}.*", "and-cuda" if Version(r["release"]) >= Version("2.14") else "plain")
-                for r in tables.table("tensorflow_builds")]
+        # each release's GPU build, as a question reads it: tensorflow-gpu before 2.1 (plain tensorflow was the CPU
+        # package), plain tensorflow with the system's CUDA to 2.13, tensorflow[and-cuda] bringing its own from 2.14
+        rows = [(f"{r['release']}.*", gpu_variants("tensorflow", r["release"])[0]) for r in tables.table("tensorflow_builds")]
     elif framework == "jax":
         # the releases of each CUDA plugin (PyPI's file lists), the newest of each minor series
         rows = [(str(v), variant) for variant in ("cuda12", "cuda13") for v in _newest_per_series(f"jax-{variant}-plugin")
