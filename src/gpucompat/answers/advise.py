@@ -13,8 +13,7 @@ from ..knowledge.rules import FAIL, PASS, Prediction, Reason, driver_drives_rule
 from .asked import Asked, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
-from .nearest import release_of
-from .questions import gpu_variants, judgeable, known_releases, spec_text, wheel_releases
+from .questions import gpu_variants, judgeable, known_releases, release_of, spec_text, wheel_releases
 
 
 def install_command(framework: str, version: str, variant: str) -> str:

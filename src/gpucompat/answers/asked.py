@@ -15,18 +15,19 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import branch_releases
-from ..plan import PYTHON_VERSION
+from ..model import EXECUTORS, Target
+from ..plan import PYTHON_VERSION, load_plan
 from .questions import Question, framework_name
 from .questions import read as read_stack
 from .target import where
 
 if TYPE_CHECKING:
-    from ..model import Target
     from .lockfiles import Parsed
 
 # A question may name any Python a release was built for, from 3.6 on (the wheel tables cover torch 1.x);
@@ -96,6 +97,32 @@ def read_driver(driver: str | None) -> tuple[str | None, list[str]]:
                     "(give the full version nvidia-smi shows)"]
 
 
+def pool_targets(pool: str) -> tuple[str, list[Target], str]:
+    """--pool as read: (the executor whose requests apply, the GPU classes, where they came from), the way a sweep finds
+    them: the executor's discovery, or a plan's [[targets]] (its "discover" or "local" as the sweep reads them)."""
+    if pool in EXECUTORS:
+        from ..executors import discover
+
+        return pool, _found(pool, discover(pool)), f"{pool} discovery"
+    path = Path(pool)
+    if path.suffix != ".toml" or not path.is_file():
+        raise UserError(f"--pool {pool[:60]!r} is neither a pool ({', '.join(EXECUTORS)}) nor a plan file (PLAN.toml) that exists.")
+    spec, _text = load_plan(path)
+    if isinstance(spec.targets, tuple):
+        return spec.executor, list(spec.targets), f"the [[targets]] of {path.name}"
+    from ..executors import discover
+
+    return spec.executor, _found(spec.executor, discover(spec.executor)), f"{spec.executor} discovery (targets = \"{spec.targets}\" in {path.name})"
+
+
+def _found(executor: str, targets: list[Target]) -> list[Target]:
+    """The discovered classes; local discovery's placeholder for a machine without a GPU is none."""
+    found = [t for t in targets if t.count or executor != "local"]
+    if not found:
+        raise UserError(f"{executor} discovery found no GPU class, so there is nothing to answer for; give --gpu and --driver instead of --pool.")
+    return found
+
+
 def read(spec, requirements: str | None = None, pool: str | None = None, gpu: str | None = None, cc: str | None = None,
          driver: str | None = None, python: str | None = None, stdin_text: str | None = None) -> Asked:
     """`explain`'s question, in its three forms: a stack, a requirements file (-r), a pool (--pool)."""
@@ -110,8 +137,6 @@ def read(spec, requirements: str | None = None, pool: str | None = None, gpu: st
     typed_driver = driver
     driver, driver_notes = read_driver(driver)
     if pool is not None:
-        from .pool import pool_targets  # here: a site's discovery and a plan's reading cost the other forms nothing
-
         return Asked("pool", stack.framework, stack, None, driver, typed_driver, python, python_from, tuple(stack.notes + driver_notes + python_notes),
                      pool=pool, classes=pool_targets(pool))
     found, target_notes = where(gpu, cc, driver)

@@ -7,9 +7,9 @@ from ..knowledge.rules import FAIL, PASS, predict_stack
 from . import conditions
 from .asked import Asked
 from .asked import read as read_question
-from .nearest import nearest_yes, release_of
+from .nearest import nearest_yes
 from .observed import decide, matching
-from .questions import Question, assumed_note, gpu_variants, spec_text
+from .questions import Question, assumed_note, gpu_variants, release_of, spec_text
 
 __all__ = ["answer", "ask", "explain", "judge"]
 

@@ -17,14 +17,7 @@ from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_pythons
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
-from .questions import gpu_variants, spec_text
-
-
-def release_of(framework: str, version: str, variant: str) -> str:
-    """The release as the rules take it (torch's variant as its local label)."""
-    if framework == "torch" and variant not in ("default", "installed") and "+" not in version:
-        return f"{version}+{variant}"
-    return version
+from .questions import gpu_variants, release_of, spec_text
 
 
 def other_variants(framework: str, version: str, variant: str) -> list[str]:

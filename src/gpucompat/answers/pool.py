@@ -1,7 +1,7 @@
 """`gpucompat explain SPEC --pool slurm|htcondor|kubernetes|PLAN.toml`: one question, every GPU class of a site.
 
-The classes come the way a sweep finds them: the executor's discovery (`executors.discover`), or a
-plan's [[targets]] (its "discover" or "local" as the sweep reads them). Each class gets the verdict of
+The classes are read with the question (asked.pool_targets), the way a sweep finds them: the executor's
+discovery (`executors.discover`), or a plan's [[targets]]. Each class gets the verdict of
 the rules, the cells the store has observed for that stack there (the `history` command's query),
 and, for the classes that pass, how to ask the scheduler for them: Slurm's --gres/--constraint,
 HTCondor's request_GPUs with require_gpus, a Kubernetes nodeSelector on GPU Feature Discovery labels.
@@ -10,43 +10,17 @@ HTCondor's request_GPUs with require_gpus, a Kubernetes nodeSelector on GPU Feat
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, UNCERTAIN, predict_stack
-from ..model import EXECUTORS, Target
-from ..plan import DRIVER_VERSION, load_plan
+from ..model import Target
+from ..plan import DRIVER_VERSION
 from . import conditions
-from .nearest import nearest_yes, release_of
-from .questions import Question
+from .nearest import nearest_yes
+from .questions import Question, release_of
 
 MAX_CLASSES = 10000
-
-
-def pool_targets(pool: str) -> tuple[str, list[Target], str]:
-    """(the executor whose requests apply, the GPU classes, where they came from)."""
-    if pool in EXECUTORS:
-        from ..executors import discover
-
-        return pool, _found(pool, discover(pool)), f"{pool} discovery"
-    path = Path(pool)
-    if path.suffix != ".toml" or not path.is_file():
-        raise UserError(f"--pool {pool[:60]!r} is neither a pool ({', '.join(EXECUTORS)}) nor a plan file (PLAN.toml) that exists.")
-    spec, _text = load_plan(path)
-    if isinstance(spec.targets, tuple):
-        return spec.executor, list(spec.targets), f"the [[targets]] of {path.name}"
-    from ..executors import discover
-
-    return spec.executor, _found(spec.executor, discover(spec.executor)), f"{spec.executor} discovery (targets = \"{spec.targets}\" in {path.name})"
-
-
-def _found(executor: str, targets: list[Target]) -> list[Target]:
-    """The discovered classes; local discovery's placeholder for a machine without a GPU is none."""
-    found = [t for t in targets if t.count or executor != "local"]
-    if not found:
-        raise UserError(f"{executor} discovery found no GPU class, so there is nothing to answer for; give --gpu and --driver instead of --pool.")
-    return found
 
 
 def class_driver(target: Target, assumed: str | None) -> tuple[str | None, str]:

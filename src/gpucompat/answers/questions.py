@@ -53,13 +53,18 @@ class Question:
     @property
     def release(self) -> str:
         """The release as the rules take it: torch's variant as its local label."""
-        if self.framework == "torch" and self.variant not in (None, "default") and "+" not in self.version:
-            return f"{self.version}+{self.variant}"
-        return self.version
+        return release_of(self.framework, self.version, self.variant) if self.variant is not None else self.version
 
     @property
     def spec(self) -> str:
         return spec_text(self.framework, self.version, self.variant or "default")
+
+
+def release_of(framework: str, version: str, variant: str) -> str:
+    """The release as the rules take it (torch's variant as its local label)."""
+    if framework == "torch" and variant not in ("default", "installed") and "+" not in version:
+        return f"{version}+{variant}"
+    return version
 
 
 def spec_text(framework: str, version: str, variant: str) -> str:

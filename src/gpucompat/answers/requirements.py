@@ -18,8 +18,8 @@ from ..knowledge.wheels import cuda_wheel, cupy_rule, in_toolkit, jax_plugin_rul
 from ..space import PYTORCH_INDEX
 from . import conditions
 from .lockfiles import Parsed, Pin
-from .nearest import nearest_yes, release_of
-from .questions import Question, read, spec_text
+from .nearest import nearest_yes
+from .questions import Question, read, release_of, spec_text
 
 TORCH_INDEX = re.compile(re.escape(PYTORCH_INDEX.split("{")[0]) + r"(?P<variant>cu[0-9]{2,3}|cpu|rocm[0-9.]+)", re.ASCII)
 _JAX_PLUGIN = re.compile(r"jax-(cuda[0-9]{2})-(plugin|pjrt)", re.ASCII)
