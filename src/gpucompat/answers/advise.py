@@ -158,10 +158,9 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
             left_out.append({"source": "predicted", "version": exact, "variant": variant, "why": _why_not(p)})
             continue
         needs = system_libraries(framework, exact, variant)
+        commands = install_commands(framework, exact, variant, p.resolved.get("cuda_runtime"))
         item = {"source": "predicted", "version": exact, "variant": variant, "verdict": CONDITIONAL if needs else PASS,
-                **({"needs": needs} if needs else {}), "warnings": p.warnings,
-                "install": install_command(framework, exact, variant),
-                "commands": install_commands(framework, exact, variant, p.resolved.get("cuda_runtime")),
+                **({"needs": needs} if needs else {}), "warnings": p.warnings, "install": commands["pip"], "commands": commands,
                 "reasons": [r.text for r in p.reasons]}
         (conditional if needs else self_contained).append(item)
     predicted = (self_contained + conditional)[:limit]
