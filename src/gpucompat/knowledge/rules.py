@@ -206,8 +206,10 @@ def runtime_targets_rule(cuda: str, cc: str | None) -> Reason | None:
     of that toolkit is as old as the device, nothing can run (CUDA 12 has no sm_35, CUDA 13 nothing below sm_75).
     None where the compute capability or the toolkit's target list is not known: the runtime's other checks still judge."""
     window = toolkit_window_rule(cuda, cc) if cc else None
-    if window is None or window.verdict == FAIL or not window.source:
-        return window if window is not None and window.verdict == FAIL else None
+    if window is None or window.verdict == FAIL:
+        return window
+    if not window.source:  # no target list for this toolkit
+        return None
     major, minor = cc.split(".")
     if window.warning:  # a device newer than every target: NVRTC compiles PTX of its newest older target, the driver JITs it
         return Reason(window.rule, PASS, f"NVRTC of CUDA {minor_series(cuda)} has no target for sm_{major}{minor}; its PTX for an older "
