@@ -14,7 +14,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from .terminal import CODE_STYLE, Col, FitTable, Step
+from .terminal import CODE_STYLE, AdviseTable, Col, FitTable, Step, left_out_table
 
 VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow", "conditional": "blue"}  # conditional: never green
 
@@ -253,8 +253,6 @@ def class_nearest_view(classes: list[dict]) -> list:
 
 def advise_view(result: dict, left_out: bool = False) -> list:
     """`advise`: notes, the target, the stacks advised (a table that fits), or the sentence saying why none and what would."""
-    from .terminal import AdviseTable, left_out_table
-
     t = result["target"]
     out: list = [*_notes(result["notes"]),
                  Text(f"{result['framework']} for {t['gpu'] or 'compute capability ' + t['cc']} (CC {t['cc']}), {driver_text(t)}{python_text(t)}")]
