@@ -358,3 +358,13 @@ def test_tensorflow_and_cupy_releases_past_the_tables(server, env):
                                 env=env, check=0).stdout)
     assert answer["verdict"] == "pass" and any("learned from" in r["source"] for r in answer["reasons"])
 
+
+
+def test_a_release_with_no_plain_cpython_wheel_is_one_sentence():
+    from gpucompat.errors import UserError
+    from gpucompat.learn import _resolving_python
+
+    assert _resolving_python("torch", "2.99.0", ["3.11", "3.12", "3.13"]) == "3.12"
+    assert _resolving_python("torch", "2.99.0", ["3.13", "3.14"]) == "3.14"
+    with pytest.raises(UserError, match=r"torch 2.99.0 on the index has no wheel for a plain CPython, .*nothing was changed"):
+        _resolving_python("torch", "2.99.0", [])

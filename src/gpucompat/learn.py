@@ -80,6 +80,14 @@ def _series(version: Version) -> str:
     return f"{version.major}.{version.minor}"
 
 
+def _resolving_python(package: str, version: str, pythons: list[str]) -> str:
+    """The Python a release's pins are resolved for: 3.12 where it has wheels for it, else its newest; a release with
+    no plain-CPython wheel (only free-threaded or none) is one sentence, and nothing is changed."""
+    if not pythons:
+        raise UserError(f"{package} {version} on the index has no wheel for a plain CPython, so its pins cannot be resolved; nothing was changed.")
+    return "3.12" if "3.12" in pythons else pythons[-1]
+
+
 def _series_past(found: dict[str, dict[str, Release]], newest: Version) -> list[tuple[str, list[str]]]:
     """The final releases of series (major.minor) newer than `newest`: (series, its versions in order), oldest series first."""
     by_series: dict[str, list[str]] = {}
@@ -227,7 +235,7 @@ class Learner:
             default = found[latest].get("")
             entry = {"package": "torch", "release": series, "versions": versions, "variants": [], "bytes": 0}
             if default is not None:
-                python = "3.12" if "3.12" in default.plain_pythons else default.plain_pythons[-1]
+                python = _resolving_python("torch", latest, default.plain_pythons)
                 output = self.compile(f"torch=={latest}", python)
                 pins = torch_pins(output)
                 cuda, _cudnn = cuda_versions(parse_pins(output))
@@ -326,8 +334,7 @@ class Learner:
                 continue
             first = versions[0]
             release = found[first][""] if "" in found[first] else next(iter(found[first].values()))
-            plain = release.plain_pythons
-            python = "3.12" if "3.12" in plain else plain[-1]
+            python = _resolving_python("tensorflow", first, release.plain_pythons)
             cuda, cudnn = cuda_versions(parse_pins(self.compile(f"tensorflow[and-cuda]=={first}", python)))
             before = self.previous("tensorflow_builds", lambda r: Version(r["release"]) < Version(series), "release")
             read = self.kernels("tensorflow", release)
@@ -344,7 +351,7 @@ class Learner:
             min_cc = f"{lowest // 10}.{lowest % 10}" if lowest is not None else ""
             self.rows["tensorflow_builds"].append({
                 "release": series, "cuda": cuda or "", "cudnn": ".".join((cudnn or "").split(".")[:2]),
-                "pythons": f"{plain[0]}-{plain[-1]}" if plain else "", "sass": ";".join(sass), "ptx": ";".join(ptx),
+                "pythons": f"{release.plain_pythons[0]}-{release.plain_pythons[-1]}", "sass": ";".join(sass), "ptx": ";".join(ptx),
                 "min_cc": min_cc,
                 "source": f"{self.source}: uv pip compile tensorflow[and-cuda]=={first} --python-version {python} pins CUDA {cuda} and cuDNN {cudnn} ; archs: {how}"})
             entry["variants"].append({"variant": "and-cuda", "cuda": cuda, "sass": ";".join(sass), "ptx": ";".join(ptx),
