@@ -205,7 +205,7 @@ def present(row: dict) -> dict:
         "driver": row["driver"] or "", "measurement": row["measurement"], "dtype": row["dtype"], "value": value,
         "unit": row["unit"], "better": row["better"], "spread": row["spread"], "repetitions": row["repetitions"],
         "peak": known, "share": value / known if known and value is not None else None,
-        "throttled": _clock_warned(found),
+        "throttled": _clock_warned(found) and value is not None,  # a figure not made was measured under nothing
         "condition": condition_text(found) if value is not None else "", "conditions": found,
         "contended": seen["contended"] and value is not None, "contention": seen["others"], "contention_text": seen["text"],
         "missing": data.get("missing"), "missing_reason": data.get("reason"),

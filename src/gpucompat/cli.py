@@ -561,7 +561,7 @@ def advise(
     asked = read_advice(name or framework, gpu, cc, driver, python)  # read once; the store is asked only after
     result = advise_for(asked, [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=asked.framework)])
     if fmt == "conda":
-        _advise_conda(result, python)
+        _advise_conda(result, result["target"].get("python") or python)  # the Python the advice was judged for
         return
     if json_out:
         _print_json(result)
