@@ -76,11 +76,13 @@ UNTESTED_CAUSES = {
     "gpu-busy": "other processes held the GPU (its memory, or its only context), so this job had no room on it; run it again when the GPU is free",
     "not-installed": "not installed here: env = \"current\" tests this interpreter as it is (install the framework there, or use env = \"uv\")",
     "gpu-fault": "the GPU itself failed while the job ran (an Xid, an uncorrectable ECC error, or it fell off the bus); an admin should drain the node and check the GPU",
+    "no-gpu": "no GPU here: no NVIDIA driver, or none of its GPUs visible to the job, so no stack can be tested on a GPU",
+    "env-fault": "CUDA cannot start in this job's process environment (the libcuda it loads, cuInit, its limits, its variables or device nodes), whatever the stack",
 }
 
 # Causes that are expected on an ordinary machine and say nothing went wrong: a sweep that met only these
 # exits 0 (a fresh machine's quick sweep has no torch in its interpreter), `check` still exits 4.
-EXPECTED_CAUSES = frozenset({"not-installed"})
+EXPECTED_CAUSES = frozenset({"not-installed", "no-gpu"})
 
 
 @dataclass(frozen=True)
