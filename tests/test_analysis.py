@@ -3,7 +3,7 @@
 import pytest
 
 from gpucompat.analysis import classify
-from gpucompat.model import FAILURE_CODES, PASS, STAGES, Observation, ResolvedStack, Stack
+from gpucompat.model import FAILURE_CODES, PASS, STAGES, UNTESTED, Observation, ResolvedStack, Stack
 
 STACK = Stack("torch", "2.4.1", "default", "3.11", "uv", ("torch==2.4.1",))
 RESOLVED = ResolvedStack(STACK, ok=True, pins=("torch==2.4.1",), cuda_runtime="12.1")
@@ -31,7 +31,8 @@ def failed(name, message=None, reason=None, error_type="RuntimeError", warnings=
 
 def verdict(probe_facts, **observation):
     outcome = classify(RESOLVED, Observation(facts=probe_facts, returncode=0, **observation))
-    assert outcome.code in (PASS, *FAILURE_CODES) and outcome.stage in STAGES
+    assert outcome.code in (PASS, UNTESTED, *FAILURE_CODES) and outcome.stage in STAGES
+    assert (outcome.code == UNTESTED) == (outcome.cause is not None)
     return outcome
 
 
@@ -76,12 +77,18 @@ def test_import_failure():
     assert "ImportError: libcudnn.so.9" in outcome.summary
 
 
-def test_no_driver_is_no_device_even_though_cudart_says_insufficient_driver():
+def test_no_driver_is_could_not_test_no_gpu_even_though_cudart_says_insufficient_driver():
     outcome = verdict(facts(ok("import", cuda_runtime="12.4"),
                             failed("device", "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime version"),
                             system={"libcuda": False, "proc_driver_version": None}))
-    assert (outcome.code, outcome.stage) == ("NO_DEVICE", "device")
+    assert (outcome.code, outcome.cause, outcome.stage) == ("UNTESTED", "no-gpu", "device")
     assert "no NVIDIA driver" in outcome.summary
+
+
+def test_a_cpu_only_build_on_a_machine_without_a_gpu_is_still_the_stacks():
+    outcome = verdict(facts(ok("import", cuda_runtime=None), failed("device", reason="CPU-only build", cuda_build=False),
+                            system={"libcuda": False, "proc_driver_version": None}))
+    assert outcome.code == "NO_DEVICE" and "CPU-only build" in outcome.summary
 
 
 def test_cpu_only_build_is_no_device_with_that_reason():
@@ -246,24 +253,35 @@ def hidden(value, gpus=LISTED, message=NO_DEVICE_ERROR):
     return verdict(probe)
 
 
-def test_an_index_past_the_last_gpu_is_named_with_the_gpus_nvml_lists():
+def test_an_index_past_the_last_gpu_is_the_environments_named_with_the_gpus_nvml_lists():
     outcome = hidden("1")
-    assert outcome.code == "NO_DEVICE" and outcome.stage == "device"
-    assert outcome.summary == ("CUDA_VISIBLE_DEVICES='1' names no GPU on this machine (NVML lists 1 GPU: index 0, "
-                               "NVIDIA H100 80GB HBM3, GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341): CUDA sees none")
+    assert (outcome.code, outcome.cause, outcome.stage) == ("UNTESTED", "env-fault", "device")
+    assert ("CUDA_VISIBLE_DEVICES='1' names no GPU on this machine (NVML lists 1 GPU: index 0, "
+            "NVIDIA H100 80GB HBM3, GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341): CUDA sees none") in outcome.summary
 
 
 def test_a_uuid_of_another_machine_is_named_not_the_driver_seeing_no_gpu():
     outcome = hidden("GPU-00000000-1111-2222-3333-444444444444")
-    assert outcome.code == "NO_DEVICE"
-    assert outcome.summary.startswith("CUDA_VISIBLE_DEVICES='GPU-00000000-1111-2222-3333-444444444444' names no GPU on this machine")
+    assert outcome.cause == "env-fault"
+    assert "CUDA_VISIBLE_DEVICES='GPU-00000000-1111-2222-3333-444444444444' names no GPU on this machine" in outcome.summary
     assert "GPU-19c77ad6" in outcome.summary and "driver sees no GPU" not in outcome.summary
 
 
 def test_a_first_entry_that_matches_nothing_hides_the_rest_and_an_empty_value_hides_all():
     two = LISTED + [{"index": 1, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa"}]
     assert "its first entry '7' names no GPU on this machine, so CUDA ignores it and every entry after it (NVML lists 2 GPUs" in hidden("7,0", two).summary
-    assert hidden("", two).summary.startswith("CUDA_VISIBLE_DEVICES='' (set but empty) hides every GPU on this machine (NVML lists 2 GPUs")
+    assert "CUDA_VISIBLE_DEVICES='' (set but empty) hides every GPU on this machine (NVML lists 2 GPUs" in hidden("", two).summary
+
+
+def test_the_local_executors_own_pin_is_never_quoted_as_the_cause():
+    probe = facts(ok("import"), failed("device", reason="jax lists no GPU device", device_count=0),
+                  system={**WITH_DRIVER, "cuda_env": {"CUDA_VISIBLE_DEVICES": "GPU-01061f8c-aaaa"},
+                          "pinned": {"CUDA_VISIBLE_DEVICES": None}})
+    probe["gpu_state"] = {"gpus": LISTED}
+    outcome = verdict(probe)
+    assert "GPU-01061f8c" not in outcome.summary
+    probe["system"]["pinned"] = {"CUDA_VISIBLE_DEVICES": "0,1"}  # the user's value, which the pin replaced, is the one named
+    assert "GPU-01061f8c" not in verdict(probe).summary and "'0,1'" in verdict(probe).summary
 
 
 def test_a_value_that_leaves_a_gpu_visible_or_no_nvml_list_keeps_the_error_s_reason():

@@ -237,13 +237,14 @@ def test_under_forced_ptx_jit_a_library_with_sass_only_is_named_as_the_variables
     # cuBLAS 13 has SASS for the H100 and no PTX: fine normally, unable to run when the driver must ignore SASS
     facts = forced_jit(library_failure([75, 80, 90, 100, 120], [], "CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"))
     outcome = verdict(facts, framework="cupy")
-    assert outcome.code == "ARCH_UNSUPPORTED"
-    assert outcome.summary.startswith("CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS in every binary")
+    # the variable, not the stack: could not test, with what the binary would have needed said after it
+    assert (outcome.code, outcome.cause, outcome.evidence["stack_would_be"]) == ("UNTESTED", "env-fault", "ARCH_UNSUPPORTED")
+    assert "(CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS in every binary" in outcome.summary
     assert "libcublas 12 carries SASS only for this GPU and its PTX (no PTX at all) cannot be compiled for compute capability 9.0" in outcome.summary
     # with PTX that could reach the GPU (cuBLAS 13 carries compute_75 and compute_120, as read on the H100), the variable is still named first
     some_ptx = forced_jit(library_failure([75, 80, 90, 100, 120], [(75, 90), (120, 90)], "CUBLASError: CUBLAS_STATUS_INTERNAL_ERROR"))
     outcome = verdict(some_ptx, framework="cupy")
-    assert outcome.code == "COMPUTE_ERROR" and outcome.summary.startswith("CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS")
+    assert outcome.cause == "env-fault" and "(CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS" in outcome.summary
     assert "carry PTX only for compute_75, compute_120, so every kernel had to be compiled from that PTX" in outcome.summary
     # the same failure without the variable is not blamed on it
     plain = verdict(library_failure([75, 80, 90, 100, 120], [], "CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"),
@@ -255,7 +256,7 @@ def test_under_forced_ptx_jit_torch_with_sm_90_sass_is_not_said_to_lack_it():
     facts = forced_jit(failing(record("clean-torch"), "CUDA error: no kernel image is available for execution on the device", rung="elementwise"))
     facts["stages"]["import"]["facts"]["arch_list"] = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
     outcome = verdict(facts)
-    assert outcome.code == "ARCH_UNSUPPORTED" and outcome.summary.startswith("CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS")
+    assert outcome.cause == "env-fault" and "(CUDA_FORCE_PTX_JIT=1 makes the driver ignore the SASS" in outcome.summary
     assert "the build has SASS sm_75, sm_80, sm_86, sm_90, sm_100, sm_120, but its PTX (compute_120) cannot be compiled for compute capability 9.0" in outcome.summary
 
 
@@ -263,7 +264,9 @@ def test_under_forced_ptx_jit_any_other_compute_failure_still_names_the_variable
     facts = forced_jit(failing(record("clean-torch"), "CUDA error: an illegal memory access was encountered", rung="elementwise"))
     facts["stages"]["import"]["facts"]["arch_list"] = ["sm_90", "compute_90"]  # its PTX reaches the GPU: the arch list does not explain it
     outcome = verdict(facts)
-    assert "under CUDA_FORCE_PTX_JIT=1, which makes the driver ignore SASS: unset it, then test again" in outcome.summary
+    assert outcome.cause == "env-fault" and outcome.evidence["stack_would_be"] == "COMPUTE_ERROR"
+    assert "CUDA_FORCE_PTX_JIT='1' in the job's environment: the driver ignores the SASS in every binary" in outcome.summary
+    assert "unset it, then test again — a small op on the GPU failed: RuntimeError: CUDA error: an illegal memory access" in outcome.summary
 
 
 def test_library_ptx_newer_than_the_driver_can_jit_is_ptx_toolchain_too_new():

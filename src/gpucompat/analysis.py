@@ -12,7 +12,7 @@ import signal as signals
 
 from packaging.version import InvalidVersion, Version
 
-from . import gpu_state
+from . import cuda_start, gpu_state
 from .knowledge import signatures
 from .knowledge.rules import FAIL, arch_rule, ptx_cuda
 from .knowledge.signatures import could_not_ask
@@ -77,19 +77,14 @@ def _device_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
         return "NO_DEVICE", PROHIBITED.format(where=gpu_state.where(facts))
     if stage_facts.get("cuda_build") is False:
         return "NO_DEVICE", "this build has no CUDA support (a CPU-only build), so it cannot use a GPU"
-    if system.get("libcuda") is False and not system.get("proc_driver_version"):
-        return "NO_DEVICE", "no NVIDIA driver on this machine (libcuda.so.1 not found), so no GPU was usable"
     runtime, driver = _version(_runtime(facts)), _version(_driver_cuda(facts))
     if runtime and driver and runtime.major > driver.major:
         return "DRIVER_TOO_OLD", f"the stack's CUDA runtime {runtime} is a newer major than the driver supports (CUDA {driver})"
-    hidden = gpu_state.hidden_by_visible_devices(facts)  # before the error's words: "no CUDA-capable device" says less
-    if hidden:
-        return "NO_DEVICE", hidden
     found = signatures.match(_stage_text(record, stderr))
     if found and found.stage == "device":
         return found.code, f"{found.meaning} ({_message(record)})"
     if stage_facts.get("device_count") == 0 and not record.get("error"):
-        visible = system.get("cuda_env", system.get("env", {})).get("CUDA_VISIBLE_DEVICES")  # "env": probes before v2
+        visible = cuda_start.user_env(facts).get("CUDA_VISIBLE_DEVICES")  # never the local executor's own pin
         where = f" with CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
         return "NO_DEVICE", f"the driver is present but the framework sees no GPU{where}"
     return "NO_DEVICE", f"the framework could not use a GPU: {_message(record)}"
@@ -231,7 +226,8 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         if observation.signal in OUTSIDE_SIGNALS:
             return untested(stage, "interrupted", f"{_signal_name(observation.signal)} during the {stage} stage", evidence)
         how = f"was killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode} unexpectedly"
-        return _gpu_fault(facts, stage, _stage_text(record, stderr), evidence) or _crash(stage, how, _stage_text(record, stderr), evidence)
+        return (_gpu_fault(facts, stage, _stage_text(record, stderr), evidence) or _not_the_stack(facts, stage, record, evidence)
+                or _stopped_by_variable(facts, _crash(stage, how, _stage_text(record, stderr), evidence)))
 
     for stage in PROBE_STAGES:
         record = stages.get(stage)
@@ -239,7 +235,12 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
             continue
         evidence["stage_facts"] = record
         if stage != "import" and gpu_state.compute_mode(facts) != "prohibited" and not _library_failure(facts, record):
-            judged = _gpu_fault(facts, stage, _stage_text(record, stderr), evidence) or _gpu_busy(facts, stage, _stage_text(record, stderr), evidence)
+            judged = (_gpu_fault(facts, stage, _stage_text(record, stderr), evidence) or _not_the_stack(facts, stage, record, evidence)
+                      or _gpu_busy(facts, stage, _stage_text(record, stderr), evidence))
+            if judged:
+                return judged
+        elif stage == "import":
+            judged = _not_the_stack(facts, stage, record, evidence)
             if judged:
                 return judged
         if stage == "import":
@@ -249,14 +250,13 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         else:
             code, text = _compute_failure(facts, record, stderr)
             text += _rung(record)
-            if forced_ptx_jit(facts) and FORCED_PTX_JIT not in text:  # the variable explains more than the message says
-                text = f"{text} — under CUDA_FORCE_PTX_JIT=1, which makes the driver ignore SASS: unset it, then test again"
         found = signatures.match(_stage_text(record, stderr))
         if found and found.code == code:
             evidence["signature"] = {"pattern": found.pattern, "fix": found.fix, "source": found.source}
         if code == Code.DRIVER_TOO_OLD.value and resolved.stack.env == "container":
             text += _image_requirement(facts, evidence)
-        return Outcome(code, stage, text, evidence)
+        judged = Outcome(code, stage, text, evidence)
+        return judged if stage == "import" else _stopped_by_variable(facts, judged)
 
     bench = stages.get("bench")
     broken = [] if bench is None or bench.get("ok") else [f"the bench rung failed: {_message(bench)}"]
@@ -411,6 +411,33 @@ def _gpu_fault(facts: dict, stage: str, text: str, evidence: dict) -> Outcome | 
     """Could not test: NVML saw the GPU itself fail during the job (an Xid, uncorrectable ECC, lost)."""
     fault = gpu_state.fault(facts, text)
     return untested(stage, "gpu-fault", f"{fault}; drain {gpu_state.where(facts)}", evidence) if fault else None
+
+
+def _not_the_stack(facts: dict, stage: str, record: dict, evidence: dict) -> Outcome | None:
+    """Could not test: no GPU here, or CUDA cannot start in this job's process environment (cuda_start.py).
+    A CPU-only build is the stack's on every node, so it is judged first, as the stack's."""
+    if stage == "import":  # a framework that does not import is the stack's, unless it loaded another's library
+        fault = cuda_start.shadowed(facts)
+        return untested(stage, "env-fault", fault, evidence) if fault else None
+    if record.get("facts", {}).get("cuda_build") is False:
+        return None
+    gone = cuda_start.no_gpu(facts)
+    if gone:
+        return untested(stage, "no-gpu", gone, evidence)
+    fault = cuda_start.env_fault(facts)
+    return untested(stage, "env-fault", fault, {**evidence, "cuda_start": cuda_start.started(facts)}) if fault else None
+
+
+def _stopped_by_variable(facts: dict, judged: Outcome) -> Outcome:
+    """A failure under a variable that stops stacks which run on a clean node (forced or disabled PTX JIT, JAX
+    with no GPU platform) is the variable's: could not test, the failure's own words kept after its name."""
+    stopping = cuda_start.stopping_variable(facts)
+    if not stopping:
+        return judged
+    variable = stopping.split("=", 1)[0]
+    text = judged.summary if variable in judged.summary else f"{stopping} — {judged.summary}"
+    return Outcome(UNTESTED, judged.stage, f"could not test: {UNTESTED_CAUSES['env-fault']} ({text})",
+                   {**judged.evidence, "cause": "env-fault", "stack_would_be": judged.code}, cause="env-fault")
 
 
 def _gpu_busy(facts: dict, stage: str, text: str, evidence: dict) -> Outcome | None:

@@ -77,7 +77,7 @@ UNTESTED_CAUSES = {
     "not-installed": "not installed here: env = \"current\" tests this interpreter as it is (install the framework there, or use env = \"uv\")",
     "gpu-fault": "the GPU itself failed while the job ran (an Xid, an uncorrectable ECC error, or it fell off the bus); an admin should drain the node and check the GPU",
     "no-gpu": "no GPU here: no NVIDIA driver, or none of its GPUs visible to the job, so no stack can be tested on a GPU",
-    "env-fault": "CUDA cannot start in this job's process environment (the libcuda it loads, cuInit, its limits, its variables or device nodes), whatever the stack",
+    "env-fault": "the job's environment (the libcuda it loads, its limits, device nodes or variables) keeps CUDA from starting or from running the stack, so the stack was not tested",
 }
 
 # Causes that are expected on an ordinary machine and say nothing went wrong: a sweep that met only these

@@ -147,3 +147,10 @@ def tail(path: Path, limit: int = 6000) -> str:
             return handle.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def pin_gpu(env: dict, device: str) -> None:
+    """Pin a probe to DEVICE with CUDA_VISIBLE_DEVICES, and tell the probe the pin is gpucompat's (with the
+    job's own value before it), so that no verdict ever quotes the pin as the user's setting."""
+    env["GPUCOMPAT_PINNED"] = json.dumps({"CUDA_VISIBLE_DEVICES": env.get("CUDA_VISIBLE_DEVICES")})
+    env["CUDA_VISIBLE_DEVICES"] = device

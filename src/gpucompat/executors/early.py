@@ -28,7 +28,7 @@ from pathlib import Path
 from ..model import BenchSpec, Timeouts
 from ..probe_build import probe_pyz
 from ..quoting import shell_word
-from .base import probe_arguments
+from .base import pin_gpu, probe_arguments
 
 # Every job process runs in its own session (so one kill reaches all it started) behind this
 # watchdog: when gpucompat itself is gone, even by SIGKILL, the watchdog kills the job's whole
@@ -80,7 +80,7 @@ def start(framework: str, timeouts: Timeouts, bench: BenchSpec | None, device: s
                                  f'exec {shell_word(probe_key[0])} {shell_word(str(probe_pyz()))} {probe_key[1]}\n')
     env = {**os.environ, "GPUCOMPAT_JOB_DIR": str(path)}
     if device is not None:
-        env["CUDA_VISIBLE_DEVICES"] = device
+        pin_gpu(env, device)
     with (path / "stdout.log").open("w") as out, (path / "stderr.log").open("w") as err:
         proc = subprocess.Popen(watched(["/bin/sh", str(path / "run.sh")]), stdout=out, stderr=err, env=env, start_new_session=True)
     atexit.register(end_all)

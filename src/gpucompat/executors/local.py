@@ -32,7 +32,7 @@ from ..model import Cell, Observation
 from ..paths import cache_dir
 from ..quoting import shell_comment
 from . import early
-from .base import (DONE, INSTALLING, READY_MARKER, RUNNING, SHARED_PROBE, WAITING, JobDir, JobSettings, new_job_dir, probe_arguments,
+from .base import (DONE, INSTALLING, READY_MARKER, RUNNING, SHARED_PROBE, WAITING, JobDir, JobSettings, new_job_dir, pin_gpu, probe_arguments,
                    probe_command, sweep_probe, tail)
 from .early import kill_group, watched
 
@@ -264,7 +264,7 @@ class LocalExecutor:
     def _probe(self, job: JobDir, device: str) -> Observation:
         env = {**os.environ, "GPUCOMPAT_JOB_DIR": str(job.path)}
         if not device.startswith("cpu"):
-            env["CUDA_VISIBLE_DEVICES"] = device
+            pin_gpu(env, device)
         if job.cell.stack.env != "current":
             env.pop("PYTHONPATH", None)  # a built environment is tested as built, nothing shadowing it
         adopted = None

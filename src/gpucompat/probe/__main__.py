@@ -2,6 +2,7 @@
 
     python probe.pyz --framework torch --result result.json ...   the probe (main.main)
     python probe.pyz ddp-worker --model cnn ... --result out.json the DDP worker, as torchrun and srun start it
+    python probe.pyz cuda-start                                   may CUDA start here: cuInit's facts as JSON
 
 The zip's own __main__.py (written by gpucompat.probe_build) only calls entry().
 """
@@ -11,6 +12,10 @@ import sys
 
 def entry(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cuda-start"]:  # may CUDA start in a process like a job's (doctor asks)
+        from .cuda_start import main as cuda_start
+
+        sys.exit(cuda_start())
     if argv[:1] == ["ddp-worker"]:  # scaling.WORKER_COMMAND
         from .ddp_worker import run_as_script
 

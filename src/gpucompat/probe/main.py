@@ -17,6 +17,7 @@ from .adapter_jax import Jax
 from .adapter_tensorflow import TensorFlow
 from .adapter_torch import Torch
 from .bench import Unsupported
+from .cuda_start import Starter, env_libraries, limits
 from .gpustate import Watch
 from .ladder import RungFailed, StageFailed
 from .records import _HOOKS, LOG, PROBE_VERSION, STAGES, RecordLog, _error, loaded_libraries, system_facts, write
@@ -75,6 +76,7 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
         "stage_started_at": time.time(),
         "stages": {},
         "loaded_libraries": [],
+        "cuda_start": None,
         "finished": False,
         "log": [],
     }
@@ -87,9 +89,11 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
         write(result_path, result)
 
     _HOOKS["checkpoint"] = save
-    watch = None
+    watch = starter = None
     try:
         save()
+        if "device" in stages:  # cuInit without the framework, beside its import: may CUDA start here at all?
+            starter = Starter(result).begin()
         # NVML starts beside the framework's import; its first snapshot precedes the device stage.
         # GPUCOMPAT_GPU_STATE=0 leaves it out: benchmarks/check_latency.py measures what it costs.
         if "device" in stages and os.environ.get("GPUCOMPAT_GPU_STATE") != "0":
@@ -100,6 +104,8 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
         for stage in stages:
             if stage == "device" and watch is not None:  # the GPU as it was before this job asked it for anything
                 watch.ready()
+            if stage == "device" and starter is not None:
+                starter.join(stage_timeouts.get("device", 120))
             result["current_stage"] = stage
             result["stage_started_at"] = time.time()
             record = {"ok": False, "running": True, "facts": {}}
@@ -135,6 +141,8 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
                 adapter.import_seconds = record["duration_s"]
             if caught:
                 record["warnings"] = [str(w.message)[:2000] for w in caught][:20]
+            if not record["ok"]:  # what the classification weighs before it blames the stack (cuda_start.py)
+                result["diagnosis"] = {"env_libraries": env_libraries(), "limits": limits()}
             save()
             if not record["ok"]:
                 break

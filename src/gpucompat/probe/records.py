@@ -94,7 +94,14 @@ def system_facts():
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
         "cuda_env": env,
+        "prefix": sys.prefix,
     }
+    try:  # the values gpucompat itself set for this job (its GPU pin), with the job's own before that
+        pinned = json.loads(os.environ.get("GPUCOMPAT_PINNED") or "{}")
+        if isinstance(pinned, dict) and pinned:
+            facts["pinned"] = pinned
+    except ValueError:
+        pass
     try:
         with open("/proc/driver/nvidia/version") as handle:
             facts["proc_driver_version"] = handle.readline().strip()
