@@ -241,8 +241,8 @@ python = ["{PY}"]
     assert "cuda-cudart 12.4.* cannot be installed" in cells["12.4"]["reason"]
     # 12.6: installed from the lock, libcudart loaded from the environment, then no driver on this machine
     cell = cells["12.6"]
-    assert (cell["code"], cell["stage"], cell["cuda_runtime"], cell["env"]) == ("NO_DEVICE", "device", "12.6", "conda")
-    assert "no NVIDIA driver" in cell["reason"]
+    assert (cell["code"], cell["cause"], cell["stage"], cell["cuda_runtime"], cell["env"]) == ("UNTESTED", "no-gpu", "device", "12.6", "conda")
+    assert "no kernel module, no libcuda.so.1" in cell["reason"]
     job = next(isolated.rglob(f"cell-{cell['cell']}"))  # beside the database
     result = json.loads((job / "result.json").read_text())
     library = Path(result["stages"]["import"]["facts"]["library"])
@@ -260,7 +260,8 @@ python = ["{PY}"]
     # the seed's table: conda's CUDA axis under "CUDA Runtime Version", on a line of its own
     md = run_cli("results", "--format", "md", check=0).stdout
     assert "| Framework | Framework Version | Compute Capability | CUDA Runtime Version | Failure Reason |" in md
-    assert "| cuda-runtime (conda) | - | - | 12.6 | NO_DEVICE (device) |" in md
+    invalid, untested = md.split("## Invalid combinations")[1].split("## Could not test")
+    assert "| 12.6 |" not in invalid and "| no-gpu |" in untested  # no GPU here: could not test, never invalid
 
 
 def test_advise_writes_a_conda_environment_file(isolated):

@@ -220,8 +220,8 @@ def test_the_condition_nvidia_container_cli_names_is_read_from_its_message():
 
 @pytest.mark.parametrize("stderr, code, stage, cause, said", [
     (NVCCLI_REFUSED, "DRIVER_TOO_OLD", "device", None, "NVIDIA_REQUIRE_CUDA"),
-    (DOCKER_NO_GPU, "NO_DEVICE", "device", None, "NVIDIA Container Toolkit"),
-    (PODMAN_NO_CDI, "NO_DEVICE", "device", None, "no CDI specification"),
+    (DOCKER_NO_GPU, "UNTESTED", "device", "env-fault", "NVIDIA Container Toolkit"),
+    (PODMAN_NO_CDI, "UNTESTED", "device", "env-fault", "no CDI specification"),
     (CRUN_NO_PYTHON, "UNTESTED", "import", "image", "has no python3"),
     ("Error: localhost/pt:1: image not known", "UNTESTED", "import", "image", "does not have the image"),
     ("gpucompat: no container runtime (podman) on the PATH of node n1", "UNTESTED", "import", "runtime", "no container runtime"),
@@ -229,7 +229,7 @@ def test_the_condition_nvidia_container_cli_names_is_read_from_its_message():
      "UNTESTED", "import", "runtime", "Cannot connect"),
     # the toolkit's hook on a node without a driver (github.com/NVIDIA/nvidia-docker/issues/1711)
     ("stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
-     "cannot open shared object file: no such file or directory: unknown.", "NO_DEVICE", "device", None, "no usable NVIDIA driver"),
+     "cannot open shared object file: no such file or directory: unknown.", "UNTESTED", "device", "no-gpu", "no usable NVIDIA driver"),
     # no signature: the runtime or the image's python3 ended it, never a gpucompat bug (INTERNAL) nor the stack's
     ('  File "/job/probe.pyz/gpucompat_probe/adapter_cupy.py", line 55\nSyntaxError: invalid syntax', "UNTESTED", "import", "runtime", "SyntaxError: invalid syntax"),
 ])
@@ -362,8 +362,8 @@ def test_podman_runs_the_probe_in_the_image_and_the_result_comes_back(isolated, 
         row = _sweep(isolated, podman_image)
     finally:
         STAND_IN.unlink()
-    assert (row["code"], row["stage"]) == ("NO_DEVICE", "device"), row
-    assert "no NVIDIA driver on this machine (libcuda.so.1 not found)" in row["reason"]
+    assert (row["code"], row["cause"], row["stage"]) == ("UNTESTED", "no-gpu", "device"), row
+    assert "no kernel module, no libcuda.so.1" in row["reason"]
     assert row["python"].startswith("3.11") and row["env"] == "container"  # the image's Python, not this one's
     assert row["image"] == IMAGE
     result = json.loads(next(isolated.rglob("cell-*/result.json")).read_text())
@@ -378,7 +378,7 @@ def test_podman_without_a_cdi_spec_refuses_the_gpu(isolated, podman_image):
             any("nvidia.com/gpu" in p.read_text() for d in ("/etc/cdi", "/var/run/cdi") for p in Path(d).glob("*.y*ml")):
         pytest.skip("this node has a CDI spec for nvidia.com/gpu")
     row = _sweep(isolated, podman_image)
-    assert (row["code"], row["stage"]) == ("NO_DEVICE", "device")
+    assert (row["code"], row["cause"], row["stage"]) == ("UNTESTED", "env-fault", "device")
     assert "unresolvable CDI devices nvidia.com/gpu=all" in row["reason"] and "CDI specification" in row["reason"]
 
 
@@ -479,14 +479,14 @@ def docker_daemon(tmp_path_factory, podman_image):
 @pytest.mark.integration
 def test_docker_without_the_nvidia_toolkit_refuses_the_gpu(isolated, docker_daemon):
     """A real sweep cell with `runtime = "docker"` against a real Docker engine with no NVIDIA Container
-    Toolkit: the daemon's own refusal of `--gpus all` is NO_DEVICE, naming the missing hook."""
+    Toolkit: the daemon's own refusal of `--gpus all` is the node's (could not test: env-fault), naming the missing hook."""
     docker = docker_daemon["docker"]
     inspect = [*docker, "image", "inspect", "--format", "{{.Id}}", IMAGE]
     if shutil.which("nvidia-container-runtime-hook"):  # what `--gpus` runs where the toolkit is installed
         pytest.skip("the NVIDIA Container Toolkit is installed here; the test is for an engine without it")
     before = subprocess.run(inspect, capture_output=True, text=True, check=True).stdout.strip()
     row = _sweep(isolated, {k: docker_daemon[k] for k in ("DOCKER_HOST", "PATH")}, runtime="docker")
-    assert (row["code"], row["stage"], row["env"], row["image"]) == ("NO_DEVICE", "device", "container", IMAGE), row
+    assert (row["code"], row["cause"], row["stage"], row["env"], row["image"]) == ("UNTESTED", "env-fault", "device", "container", IMAGE), row
     assert 'could not select device driver "" with capabilities: [[gpu]]' in row["reason"]
     assert "NVIDIA Container Toolkit is missing" in row["reason"]
     run_sh = next(isolated.rglob("cell-*/run.sh")).read_text()

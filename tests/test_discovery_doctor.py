@@ -83,7 +83,7 @@ def test_the_next_step_doctor_gives_without_a_gpu_answers():
 
 
 def test_loading_warnings_name_what_each_variable_does_and_where_that_is_written():
-    from gpucompat.doctor import loading_findings, loading_warnings
+    from gpucompat.knowledge.variables import loading_findings, loading_warnings
 
     (forced,) = loading_warnings({"CUDA_FORCE_PTX_JIT": "1"})
     assert forced.startswith("CUDA_FORCE_PTX_JIT='1': ") and "JIT-compiles its PTX" in forced
@@ -99,7 +99,7 @@ def test_loading_warnings_name_what_each_variable_does_and_where_that_is_written
 
 
 def test_ld_library_path_warns_only_for_directories_that_hold_a_libcuda_or_libcudart(tmp_path):
-    from gpucompat.doctor import loading_findings, loading_warnings
+    from gpucompat.knowledge.variables import loading_findings, loading_warnings
 
     stubs, plain, toolkit = tmp_path / "cuda" / "lib64" / "stubs", tmp_path / "plain", tmp_path / "cuda-12.4" / "lib64"
     for directory in (stubs, plain, toolkit):

@@ -116,7 +116,7 @@ def test_no_driver_at_all_is_no_gpu_through_the_real_probe(tmp_path):
     facts = run_probe(tmp_path, str(tmp_path / "nothing"))
     outcome = verdict(facts)
     assert (outcome.code, outcome.cause) == ("UNTESTED", "no-gpu")
-    assert "no NVIDIA driver on this machine" in outcome.summary
+    assert "no NVIDIA driver" in outcome.summary and "no kernel module, no libcuda.so.1" in outcome.summary
 
 
 # Recorded facts: the faults that need a driver to build.
@@ -199,3 +199,23 @@ def test_a_driver_that_lists_no_gpu_is_no_gpu():
     facts["gpu_state"] = {"gpus": []}
     outcome = verdict(facts)
     assert outcome.cause == "no-gpu" and "lists no GPU" in outcome.summary
+
+
+def test_doctor_says_a_probe_can_test_only_after_cuda_started_in_a_process_like_the_probes(tmp_path):
+    from conftest import run_cli
+
+    nvml = build_nvml(tmp_path)
+    stubs = build_cuda(tmp_path, "cuda/lib64/stubs", "INIT=34")
+    env = {"LD_LIBRARY_PATH": f"{stubs}:{nvml}", "GPUCOMPAT_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    proc = run_cli("doctor", "--json", env=env, check=0)
+    report = json.loads(proc.stdout)
+    assert report["cuda_start"]["init_name"] == "CUDA_ERROR_STUB_LIBRARY"
+    assert report["summary"].startswith("CUDA cannot start in a process of this shell, so no stack can be tested here: the libcuda.so.1")
+    assert f"LD_LIBRARY_PATH entry {stubs}" in report["summary"]
+    assert report["gpu_state"]["testable"] is False and "stub" in report["gpu_state"]["why"]
+    text = run_cli("doctor", env={**env, "COLUMNS": "200"}, check=0).stdout
+    assert "a probe can test stacks on it now" not in text and "cannot test stacks on it now" in text
+    good = build_cuda(tmp_path, "usr/lib64")  # the same shell with a libcuda that starts
+    started = json.loads(run_cli("doctor", "--json", env={**env, "LD_LIBRARY_PATH": f"{good}:{nvml}"}, check=0).stdout)
+    assert started["cuda_start"]["count"] == 1 and started["summary"].startswith("driver 580.159.04 (CUDA 13.0)")
+    assert "other processes hold its memory" in started["gpu_state"]["why"]  # the stand-in's recorded case: pid 3800 holds 78.9 GiB

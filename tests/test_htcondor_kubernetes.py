@@ -146,7 +146,8 @@ def test_htcondor_round_trip_collects_what_the_nodes_leave(isolated):
     run_cli("sweep", "--resume", str(sweep_id), check=0)  # adopts the DAG submitted by hand: collects, rewrites nothing
     data = json.loads(run_cli("results", "--json", "--cells", check=0).stdout)
     codes = {r["gpu"]: (r["code"], r["stage"]) for r in data["invalid"]}
-    assert codes["NVIDIA A100-SXM4-80GB"] == ("NO_DEVICE", "device")  # installed and probed by the node's own script
+    untested = {r["gpu"]: (r["cause"], r["stage"]) for r in data["untested"]}
+    assert untested["NVIDIA A100-SXM4-80GB"] == ("no-gpu", "device")  # installed and probed by the node's own script, here with no GPU
     assert codes["NVIDIA GeForce GTX 1080"] == ("NO_MATCH", "schedule")
     assert json.loads(run_cli("results", "--list", "--json", check=0).stdout)[-1]["status"] == "done"
 

@@ -45,12 +45,13 @@ def test_a_sweep_stored_in_postgresql(postgres_url, isolated):
     data = json.loads(run_cli("results", "--db", postgres_url, "--json", "--cells", check=0).stdout)
     codes = sorted(r["code"] for r in data["invalid"])
     if have_torch():  # the interpreter's own torch is probed: a CPU build has no GPU
-        assert codes == ["ENV_UNRESOLVABLE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE"]
+        assert codes == ["ENV_UNRESOLVABLE", "NO_DEVICE"]  # the CPU build fails on any node; the runtimes could not be tested here
         current = next(r for r in data["invalid"] if r["variant"] == "installed")
         assert current["version"] != "installed"  # the probe facts were read back through PostgreSQL's JSON operators
     else:  # nothing to probe: no verdict, and never an invalid combination
-        assert codes == ["ENV_UNRESOLVABLE", "NO_DEVICE", "NO_DEVICE", "NO_DEVICE"]
-        assert [(r["framework"], r["code"], r["cause"]) for r in data["untested"]] == [("torch", "UNTESTED", "not-installed")]
+        assert codes == ["ENV_UNRESOLVABLE"]
+        assert ("torch", "UNTESTED", "not-installed") in [(r["framework"], r["code"], r["cause"]) for r in data["untested"]]
+    assert sorted(r["cause"] for r in data["untested"] if r["framework"] == "cuda-runtime") == ["no-gpu"] * 3
     # what reports show of the raw probe JSON is extracted by PostgreSQL's JSON operators: each probed runtime's Python
     probed = [r for r in Store(postgres_url).result_rows(None) if r["framework"] == "cuda-runtime"]
     assert len(probed) == 3 and all((r["probe_python"] or "").startswith("3.") for r in probed), probed

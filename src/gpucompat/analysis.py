@@ -279,9 +279,10 @@ def _pull_failed(resolved: ResolvedStack, log: str) -> Outcome:
 
 
 def _container_refused(resolved: ResolvedStack, stderr: str, evidence: dict) -> Outcome | None:
-    """The runtime never started the probe: no runtime or an unusable image (UNTESTED), or the runtime
-    refused the GPU (NO_DEVICE, naming the missing flag or hook) or the host driver (DRIVER_TOO_OLD, with
-    the image's NVIDIA_REQUIRE_CUDA condition nvidia-container-cli named as evidence)."""
+    """The runtime never started the probe: no runtime or an unusable image (UNTESTED), the runtime gave the
+    image no GPU (UNTESTED env-fault, naming the missing flag or hook; no-gpu where the host has no driver), or
+    the host driver is older than the image asks (DRIVER_TOO_OLD, with the image's NVIDIA_REQUIRE_CUDA
+    condition nvidia-container-cli named as evidence)."""
     from .envs import container
 
     could_not = container.start_failure(stderr)
@@ -295,7 +296,11 @@ def _container_refused(resolved: ResolvedStack, stderr: str, evidence: dict) -> 
     if condition:
         evidence["nvidia_require_cuda"] = condition
     line = next((l.strip() for l in stderr.splitlines() if found.pattern.lower() in l.lower()), found.pattern)[:300]
-    return Outcome(found.code, "device", f"the container runtime did not start the probe: {found.meaning} ({line})", evidence)
+    text = f"the container runtime did not start the probe: {found.meaning} ({line})"
+    if found.code == Code.NO_DEVICE.value:  # the node's runtime gave the image no GPU: the node's doing, not the image's
+        cause = "no-gpu" if "libnvidia-ml.so" in line else "env-fault"
+        return Outcome(UNTESTED, "device", f"could not test: {UNTESTED_CAUSES[cause]} ({text})", {**evidence, "cause": cause}, cause=cause)
+    return Outcome(found.code, "device", text, evidence)
 
 
 def _image_requirement(facts: dict, evidence: dict) -> str:

@@ -52,9 +52,9 @@ def no_gpu(facts: dict | None) -> str | None:
     module = started(facts).get("kernel_module") or system.get("proc_driver_version")
     listed = gpu_state.state(facts).get("gpus")
     if not module and system.get("libcuda") is False:
-        return "no NVIDIA driver on this machine (no kernel module, no libcuda.so.1)"
+        return "no kernel module, no libcuda.so.1"
     if not module and not listed:
-        return "no NVIDIA kernel module is loaded on this machine (no /proc/driver/nvidia/version) and NVML lists no GPU"
+        return "no NVIDIA kernel module is loaded (no /proc/driver/nvidia/version) and NVML lists no GPU"
     if listed == []:
         return "the NVIDIA driver is loaded but lists no GPU on this machine"
     return None

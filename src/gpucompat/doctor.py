@@ -6,7 +6,7 @@ framework installed in this interpreter (so nothing touches a GPU), and predicts
 framework on each visible GPU with a one-line fix where one is known. It also shows the
 CUDA libraries mapped (in its own process after loading libcuda, and in each framework's
 import) and the environment variables that change how CUDA loads or JIT-compiles
-kernels, with a warning and its source for each one that matters (LOADING_VARIABLES), and
+kernels, with a warning and its source for each one that matters (knowledge/variables.py), and
 the environment cache (its size, what is hard-linked, whether uv's cache is on its filesystem).
 """
 
@@ -22,12 +22,12 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import env_cache, gpu_state
+from . import cuda_start, env_cache, gpu_state
 from .discover import local
 from .envs import container
 from .envs.current import installed
 from .knowledge import tables
-from .knowledge.variables import loading_findings, loading_warnings  # noqa: F401 - doctor's own words for them
+from .knowledge.variables import loading_findings
 from .knowledge.rules import FAIL, architectures_not_driven, driver_drives_rule, predict_stack, suggest_fix
 from .model import FRAMEWORKS
 from .probe.records import cuda_env, loaded_libraries
@@ -93,7 +93,10 @@ def doctor() -> dict:
     frameworks = []
     present = [(fw, found) for fw in FRAMEWORKS if (found := installed(fw))]
     with ThreadPoolExecutor(max_workers=4) as pool:
+        started = pool.submit(_cuda_start) if gpus else None  # in a process like a probe's, beside the imports
         facts = list(pool.map(lambda item: _import_facts(item[0]), present))
+        start = started.result() if started else None
+    blocked = _env_fault(start, env, gpus) if start is not None else None
     for (framework, (version, variant)), fw_facts in zip(present, facts):
         cpu_only = framework == "torch" and not fw_facts.get("import_error") and not fw_facts.get("cuda_runtime")
         frameworks.append({"framework": framework, "version": fw_facts.get("version", version), "variant": variant,
@@ -104,6 +107,10 @@ def doctor() -> dict:
     verdicts = []
     for fw in frameworks:
         for gpu in local.gpu_classes(local.visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))):  # MIG instances too
+            if blocked:  # no stack can start CUDA here: nothing about this one can be known from this shell
+                verdicts.append({"framework": fw["framework"], "gpu": gpu.name, "cc": gpu.cc, "verdict": "untested", "code": "UNTESTED",
+                                 "stage": "device", "reason": f"could not test: {blocked}", "warnings": [], "fix": None})
+                continue
             if fw["import_error"]:
                 verdicts.append({"framework": fw["framework"], "gpu": gpu.name, "cc": gpu.cc, "verdict": "fail", "code": "IMPORT_FAILED",
                                  "stage": "import", "reason": fw["import_error"], "warnings": [], "fix": None})
@@ -126,17 +133,22 @@ def doctor() -> dict:
             "dmesg says 'NVRM: ... will ignore this GPU'" if undriven else "")
     elif not seen["gpus"] and not seen["mig"]:
         summary = f"{len(gpus)} GPU(s) present, none visible: CUDA_VISIBLE_DEVICES={seen['value']!r} ({seen['note']})"
+    elif blocked:
+        summary = f"CUDA cannot start in a process of this shell, so no stack can be tested here: {blocked}"
     else:
         summary = f"driver {driver} (CUDA {supported}); {seen['note']}"
         undriven = {r.text for g in gpus if (r := driver_drives_rule(g.cc, g.name, driver)) is not None and r.verdict == FAIL}
         summary += "".join(f"; {text}" for text in sorted(undriven))  # no stack can use such a GPU
     state = gpu_state_now() if gpus and (seen["gpus"] or seen["mig"]) else None
-    if state and not state["testable"]:
+    if state and blocked:
+        state.update(testable=False, why=blocked)
+    elif state and not state["testable"]:
         summary += f"; this GPU cannot be tested right now: {state['why']}"
     return {
         "summary": summary,
         "next_step": next_step,
         "gpu_state": state,
+        "cuda_start": start,
         "driver": {"version": driver, "cuda": supported, "source": source},
         "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name, "cc": g.cc, "memory_mib": g.memory_mib,
                   "mig_mode": g.mig_mode, "mig_devices": list(g.mig_devices)} for g in gpus],
@@ -150,6 +162,23 @@ def doctor() -> dict:
         "container_runtimes": container.runtimes_here(),  # what env = "container" stacks can run with here
         "env_cache": env_cache.summary(listing=False),  # the environments kept here: size, hard links, uv's cache beside them
     }
+
+
+def _cuda_start() -> dict:
+    """cuInit and cuDeviceGetCount in a fresh interpreter with this shell's environment, as a job's probe
+    calls them (probe/cuda_start.py): whether CUDA can start here at all, and the facts if not."""
+    try:
+        done = subprocess.run([sys.executable, str(probe_pyz()), "cuda-start"], capture_output=True, text=True, timeout=120)
+        return json.loads(done.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"the start check did not report ({type(exc).__name__})"}
+
+
+def _env_fault(start: dict, env: dict, gpus: list) -> str | None:
+    """What stops CUDA in this shell's processes, in the words a cell would get (cuda_start.env_fault)."""
+    facts = {"cuda_start": start, "system": {"cuda_env": env, "prefix": sys.prefix},
+             "gpu_state": {"gpus": [{"index": g.index, "name": g.name, "uuid": g.uuid} for g in gpus]}}
+    return cuda_start.env_fault(facts)
 
 
 def gpu_state_now() -> dict:

@@ -19,8 +19,17 @@
  *   -DSM_MHZ=345         the SM clock now (default 1980, its maximum)
  *   -DNO_PROCESS_UTIL    nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (a MIG instance, say)
  *   -DSAMPLE_EVERY=4     a new sample only at every 4th call, NOT_FOUND between (a driver sampling slower than asked)
+ *   -DOTHER_LAG_MS=400   pid 3800's samples come that late: each is stamped 400 ms before the call that gives it,
+ *                        behind the caller's (NVML stamps each process's sample at its own time)
+ *   -DALONE              the GPU to itself: the caller is the only compute process, and only its samples come
+ * Samples are stamped with the CPU time (microseconds since 1970), as NVML's are; one entry per process that
+ * computed in its last sample (pid 3800 only where OTHER_SM > 0), only those newer than lastSeen. pid 3800
+ * computes only between NVML_STUB_OTHER_FROM_US and NVML_STUB_OTHER_UNTIL_US (microseconds since 1970, read
+ * from the environment at each call) where they are set. nvmlStubProcessUtilizationCalls() counts the calls.
  */
+#include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #ifndef COMPUTE_MODE
@@ -43,6 +52,9 @@
 #endif
 #ifndef SM_MHZ
 #define SM_MHZ 1980
+#endif
+#ifndef OTHER_LAG_MS
+#define OTHER_LAG_MS 0
 #endif
 
 typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } info24;
@@ -101,33 +113,56 @@ int nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned int *mw) { GONE(); *mw = P
 int nvmlDeviceGetPowerManagementLimit(void *h, unsigned int *mw) { GONE(); *mw = POWER_LIMIT; return 0; }
 int nvmlDeviceGetPowerManagementDefaultLimit(void *h, unsigned int *mw) { GONE(); *mw = 700000; return 0; }
 int nvmlDeviceGetUtilizationRates(void *h, util_t *u) { GONE(); u->gpu = 100; u->memory = 40; return 0; }
-/* Two samples per call (the caller at 50 % SM, pid 3800 at OTHER_SM), each newer than the last: as NVML
- * gives them, only those after lastSeen; first asked with no buffer, the count. */
-static unsigned long long stamp = 1764150000000000ULL;
-static unsigned int asked = 0;
+/* The caller at 50 % SM and pid 3800 at OTHER_SM, each a sample of its own, stamped at its own time. */
+static unsigned long long own_stamp = 0, other_stamp = 0;
+static unsigned int asked = 0, calls = 0, other_on = 0;
+static unsigned long long now_us(void) { struct timeval tv; gettimeofday(&tv, 0); return tv.tv_sec * 1000000ULL + tv.tv_usec; }
+static int other_computes(unsigned long long at) {
+    const char *from = getenv("NVML_STUB_OTHER_FROM_US"), *until = getenv("NVML_STUB_OTHER_UNTIL_US");
+    if (OTHER_SM == 0) return 0;
+    if (from && *from && at < strtoull(from, 0, 10)) return 0;
+    if (until && *until && at > strtoull(until, 0, 10)) return 0;
+    return 1;
+}
+unsigned int nvmlStubProcessUtilizationCalls(void) { return calls; }
 int nvmlDeviceGetProcessUtilization(void *h, psample_t *out, unsigned int *count, unsigned long long last_seen) {
+    unsigned int n = 0;
     GONE();
+    calls++;
 #ifdef NO_PROCESS_UTIL
     return 3;
 #endif
     if (out == 0 || *count < 2) { *count = 2; return 7; }
-    if (asked++ % SAMPLE_EVERY != 0) return 6; /* NOT_FOUND: no sample since last_seen */
-    stamp += 100000;
-    if (stamp <= last_seen) return 6; /* NOT_FOUND: nothing newer */
+    if (asked++ % SAMPLE_EVERY == 0) { /* the driver's next sample of each process */
+        own_stamp = now_us();
+        other_stamp = own_stamp - OTHER_LAG_MS * 1000ULL;
+        other_on = other_computes(other_stamp);
+    }
     memset(out, 0, 2 * sizeof *out);
-    out[0].pid = getpid(); out[0].timeStamp = stamp; out[0].smUtil = 50; out[0].memUtil = 20;
-    out[1].pid = 3800; out[1].timeStamp = stamp; out[1].smUtil = OTHER_SM; out[1].memUtil = OTHER_SM / 2;
-    *count = 2;
-    return 0;
+    if (own_stamp > last_seen) {
+        out[n].pid = getpid(); out[n].timeStamp = own_stamp; out[n].smUtil = 50; out[n].memUtil = 20; n++;
+    }
+#ifndef ALONE
+    if (other_on && other_stamp > last_seen) {
+        out[n].pid = 3800; out[n].timeStamp = other_stamp; out[n].smUtil = OTHER_SM; out[n].memUtil = OTHER_SM / 2; n++;
+    }
+#endif
+    *count = n;
+    return n ? 0 : 6; /* NOT_FOUND: nothing newer than last_seen */
 }
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count, void *infos) {
     GONE();
     if (*count < 1 || infos == 0) { *count = 1; return 7; /* INSUFFICIENT_SIZE */ }
     *count = 1;
-#ifdef EARLY_R535
-    info32 *e = infos; e[0].pid = 3800; e[0].used = 80772ULL << 20; e[0].gi = e[0].ci = 0xFFFFFFFF; e[0].cc = 0;
+#ifdef ALONE
+    unsigned int pid = getpid(); unsigned long long used = 2082ULL << 20;
 #else
-    info24 *e = infos; e[0].pid = 3800; e[0].used = 80772ULL << 20; e[0].gi = e[0].ci = 0xFFFFFFFF;
+    unsigned int pid = 3800; unsigned long long used = 80772ULL << 20;
+#endif
+#ifdef EARLY_R535
+    info32 *e = infos; e[0].pid = pid; e[0].used = used; e[0].gi = e[0].ci = 0xFFFFFFFF; e[0].cc = 0;
+#else
+    info24 *e = infos; e[0].pid = pid; e[0].used = used; e[0].gi = e[0].ci = 0xFFFFFFFF;
 #endif
     return 0;
 }
@@ -154,3 +189,11 @@ int nvmlEventSetWait_v2(void *set, event_t *data, unsigned int ms) {
     return 10; /* TIMEOUT */
 }
 int nvmlEventSetFree(void *set) { return 0; }
+
+/* What pynvml asks of a driver before it lists GPUs (gpucompat doctor's discovery, discover/local.py):
+ * the driver and its CUDA version, each GPU's compute capability, and the shutdown. */
+int nvmlSystemGetDriverVersion(char *version, unsigned int length) { strncpy(version, "580.159.04", length); return 0; }
+int nvmlSystemGetCudaDriverVersion_v2(int *version) { *version = 13000; return 0; }
+int nvmlDeviceGetCudaComputeCapability(void *device, int *major, int *minor) { (void)device; *major = 9; *minor = 0; return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlInitWithFlags(unsigned int flags) { (void)flags; return nvmlInit_v2(); }

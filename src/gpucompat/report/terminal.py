@@ -355,7 +355,7 @@ class RichProgress:
                                 f"{escape(printable(outcome.summary[:200]))}")
 
 
-VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow"}
+VERDICT_STYLE = {"pass": "green", "fail": "red", "uncertain": "yellow", "untested": "magenta"}
 
 
 def runtimes_table(runtimes: list[dict]):
