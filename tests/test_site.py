@@ -49,7 +49,8 @@ def _hostile_sweep(url: str) -> None:
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     """A store as a site would hold one: an H200 sweep run here, an H100 bench sweep and GPU-state checks imported from
-    two other sites, and the hostile sweep; and the site written from it."""
+    two other sites, and the hostile sweep; and the site written from it. The GPU-state store also holds two checks run
+    where no GPU was visible (stored as NO_DEVICE, before the cause no-gpu): counted apart, never a GPU class."""
     tmp = tmp_path_factory.mktemp("site")
     shutil.copyfile(EVIDENCE / "knowledge-h200" / "knowledge.db", tmp / "store.db")
     url = f"sqlite:///{tmp / 'store.db'}"
@@ -59,7 +60,7 @@ def published(tmp_path_factory):
         run_cli("import", str(tmp / f"{name}.gz"), "--db", url, check=0)
     _hostile_sweep(url)
     proc = run_cli("report", "--db", url, "--site", str(tmp / "site"), check=0)
-    assert re.search(r"wrote \d+ pages under .*: \d+ stacks on 4 GPU classes", proc.stderr), proc.stderr
+    assert re.search(r"wrote \d+ pages under .*: \d+ stacks on 3 GPU classes", proc.stderr), proc.stderr
     return url, tmp / "site"
 
 
@@ -75,7 +76,7 @@ def _stack_page(site: Path, label: str) -> str:
 def test_every_value_is_escaped_and_nothing_is_fetched(published):
     _url, site = published
     pages = _pages(site)
-    assert "index.html" in pages and sum(n.startswith("stack-") for n in pages) >= 8 and sum(n.startswith("gpu-") for n in pages) == 4
+    assert "index.html" in pages and sum(n.startswith("stack-") for n in pages) >= 8 and sum(n.startswith("gpu-") for n in pages) == 3
     for name, text in pages.items():
         assert SCRIPT not in text and "<img src=x" not in text and "<b>night" not in text, name
         assert not LOCAL_LINK.search(text), (name, LOCAL_LINK.search(text).group(0))  # only the site's own pages are linked
@@ -83,6 +84,7 @@ def test_every_value_is_escaped_and_nothing_is_fetched(published):
     hostile = pages[_stack_page(site, f"torch {SCRIPT} [default] py3.12 uv")]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in hostile and "&lt;img src=x onerror=alert(2)&gt;" in hostile
     assert pages["index.html"].count("<script>") == 1  # the filter's own, and nothing stored
+    assert "from the source" not in pages["index.html"]  # no --source: a bench figure's own source never names the site's
 
 
 def test_the_index_matrix_counts_the_newest_result_of_each_stack(published):
@@ -95,6 +97,11 @@ def test_the_index_matrix_counts_the_newest_result_of_each_stack(published):
     assert ("mixed", "2", "1", "0") in counts and any(c[0] == "invalid" for c in counts)
     for framework in ("cuda-runtime", "cupy", "jax", "tensorflow", "torch"):
         assert f'<tr data-framework="{framework}">' in matrix
+    # the checks run where no GPU was visible: no column, counted apart as could not test (no GPU to find)
+    assert "no GPU visible" not in matrix and not any("no-GPU-visible" in name for name in _pages(site))
+    apart = index[index.index('id="could-not-test"'):]
+    assert re.search(r"<b>\d+</b> cells of this site could not be tested", apart) and "<code>no-gpu</code>" in apart
+    assert "stored as NO_DEVICE at device" in apart
 
 
 def test_a_stack_page_says_how_to_use_it_here_with_its_evidence_and_bench_figures(published):
@@ -115,6 +122,7 @@ def test_the_source_filter_and_a_second_run(published, tmp_path):
     run_cli("report", "--db", url, "--site", str(only), "--source", "h100-lab", check=0)
     pages = _pages(only)
     assert all("h100-lab" in text for name, text in pages.items() if name.startswith("stack-"))
+    assert "from the source h100-lab only" in pages["index.html"]
     assert not any(SCRIPT in text or "&lt;script&gt;alert" in text for text in pages.values())
     run_cli("report", "--db", url, "--site", str(only), check=0)  # the site's own directory: its pages replaced
     assert len(_pages(only)) > len(pages) and (only / ".gpucompat-site").is_file()
@@ -140,7 +148,7 @@ def test_the_site_in_headless_chromium(published, tmp_path):
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         page.goto((site / "index.html").as_uri())
         assert page.locator("table.matrix tr[data-framework]").count() == 5
-        assert page.locator("table.matrix th.gpu").count() == 4
+        assert page.locator("table.matrix th.gpu").count() == 3
         assert IMG in page.locator("table.matrix").inner_text()  # the GPU class's name, as text
         page.screenshot(path=str(shots / "site-index.png"), full_page=True)
         # the filter: a small script; the words narrow the list

@@ -1,13 +1,15 @@
 """`gpucompat report --site DIR`: a static compatibility site from a store, to publish as it is.
 
 Pages (templates/site/): `index.html`, a matrix of frameworks x GPU classes counting the stacks that are
-valid, invalid and untested there (each stack's newest result on each class), and every stack listed; one
+valid, invalid and could not be tested there (each stack's newest result on each class), and every stack listed; one
 page per stack (`stack-*.html`) with its verdict on each GPU class, the evidence a click away, its bench
 figures and how to install it (answers.advise's install command, or its image); one page per GPU class
-(`gpu-*.html`) with every stack's verdict there. Jinja2 escapes every value; a Content-Security-Policy
-forbids every fetch, so the site needs no network to view; it is whole without JavaScript (a small inline
-script only filters the index's list). A second run replaces the pages of the first; a directory that
-holds other files is refused.
+(`gpu-*.html`) with every stack's verdict there. Only real GPU classes and stacks are shown: the stand-in target of a
+machine without a GPU is no class, a stack none of whose cells could be tested (not installed here) is no stack, and
+the cells that could not be tested are counted apart on each page, by cause with its sentence (build() says how).
+Jinja2 escapes every value; a Content-Security-Policy forbids every fetch, so the site needs no network to view; it
+is whole without JavaScript (a small inline script only filters the index's list). A second run replaces the pages
+of the first; a directory that holds other files is refused.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .. import __version__
 from ..errors import UserError
-from ..model import PASS, UNTESTED
-from .bench import display as bench_display
 from ..analysis import shown_python, shown_version
+from ..discover.local import NO_GPU
+from ..model import PASS, UNTESTED, UNTESTED_CAUSES
+from .bench import display as bench_display
 from .rows import display_row
 
 MARKER = ".gpucompat-site"  # in a directory the site wrote: its pages may be replaced
-STATUS = {"valid": "valid", "invalid": "invalid", "untested": "untested"}
+STATUS = ("valid", "invalid", "untested", "pending")  # untested: could not be tested (UNTESTED, with a cause); pending: not run yet
+GPU_STAGES = ("device", "compute", "bench")  # the rungs that need a GPU to be there
+APART_SHOWN = 20  # the cells named under each cause that could not be tested; the rest are counted
 EVIDENCE_CHARS = 4000
 
 
@@ -43,7 +48,7 @@ def _slug(kind: str, text: str) -> str:
 def _status(row: dict) -> str:
     if row["code"] == PASS:
         return "valid"
-    return "untested" if row["code"] in (UNTESTED, "PENDING") else "invalid"
+    return "untested" if row["code"] == UNTESTED else "pending" if row["code"] == "PENDING" else "invalid"
 
 
 def _stack_key(row: dict) -> tuple:
@@ -117,29 +122,102 @@ def _counts(rows: list[dict]) -> dict:
     return {s: sum(1 for r in rows if r["status"] == s) for s in STATUS}
 
 
+def _is_gpu_class(gpu: tuple, rows: list[dict]) -> bool:
+    """A real GPU class: not the stand-in a sweep on a machine without a GPU runs on (discover/local.py's NO_GPU, which
+    has no compute capability), nor a target on which every cell that went past resolving its stack (which needs no GPU:
+    an unresolvable stack, a framework not installed here) found no GPU (cause no-gpu)."""
+    if gpu[0] == NO_GPU.name and not gpu[1]:
+        return False
+    reached = [r for r in rows if r["stage"] not in ("", "resolve")]  # a cell still pending has no stage
+    return not reached or not all(r["code"] == UNTESTED and r["cause"] == "no-gpu" for r in reached)
+
+
+def _apart_cause(row: dict, on_class: bool) -> str | None:
+    """The cause under which a cell is counted apart, as could not be tested; None for a verdict, or a cell still pending.
+    Off a GPU class, a failure at a stage that needs a GPU (device, compute, bench: a NO_DEVICE stored before the cause
+    no-gpu existed) says nothing of the stack: no GPU was there to find (DESIGN.md, two causes before any stack verdict)."""
+    if row["code"] == UNTESTED:
+        return row["cause"] or ""
+    if not on_class and row["code"] not in (PASS, "PENDING") and row["stage"] in GPU_STAGES:
+        return "no-gpu"
+    return None
+
+
+def _apart(rows: list[dict], shown: int = APART_SHOWN) -> dict:
+    """The cells that could not be tested, counted apart from every verdict: how many, and by cause (most cells first),
+    each cause with its sentence and its first cells."""
+    by_cause: dict[str, list[dict]] = {}
+    for row in rows:
+        by_cause.setdefault(row["apart"], []).append(row)
+    causes = []
+    for cause, mine in sorted(by_cause.items(), key=lambda item: (-len(item[1]), item[0])):
+        sentence = UNTESTED_CAUSES.get(cause) or ("no cause was recorded" if not cause else "a cause this gpucompat does not know")
+        said = f"could not test: {sentence} ("
+        for row in mine[:shown]:  # each cell's own words, past the sentence its cause already says (analysis.untested's form)
+            reason = row["reason"]
+            row["detail"] = reason[len(said):-1] if reason.startswith(said) and reason.endswith(")") else reason
+        causes.append({"cause": cause or "unknown", "sentence": sentence, "count": len(mine), "cells": mine[:shown],
+                       "more": max(0, len(mine) - shown)})
+    return {"count": len(rows), "causes": causes}
+
+
 def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None) -> dict:
-    """Everything the pages show, from Store.result_rows(None) and bench.present()'s rows of Store.bench_rows(None)."""
+    """Everything the pages show, from Store.result_rows(None) and bench.present()'s rows of Store.bench_rows(None).
+
+    Only real GPU classes get a column and a page, and only stacks with a verdict somewhere a row and a page: the cells that
+    could not be tested (UNTESTED, with a cause) are counted apart on every page, by cause. Inside a real class and a real
+    stack such a cell keeps its own mark, never valid and never invalid. A verdict reached off any GPU class (an unresolvable
+    stack swept where no GPU was visible) is its stack's, shown on its page as reached before any GPU."""
     every: dict[int, tuple] = {}
     rows = newest(raw_rows, every)
-    classes = sorted({(r["gpu"], r["cc"]) for r in rows}, key=lambda g: (_release(g[1] or ""), g[0]), reverse=True)
+    by_class: dict[tuple, list[dict]] = {}
+    for row in rows:
+        by_class.setdefault((row["gpu"], row["cc"]), []).append(row)
+    real = {g for g, mine in by_class.items() if _is_gpu_class(g, mine)}
+    apart, off, grid_rows = [], [], []  # could not test; a verdict off any GPU class; a cell on a real class
+    for row in rows:
+        on_class = (row["gpu"], row["cc"]) in real
+        row["apart"] = _apart_cause(row, on_class)
+        row["on_class"] = on_class
+        row["stack_key"] = _stack_key(row)
+        if row["apart"] is not None:
+            row["label"] = _stack_label(row["stack_key"])
+            apart.append(row)
+        if on_class:
+            grid_rows.append(row)
+        elif row["apart"] is None and row["code"] != "PENDING":
+            off.append(row)
+    # a stack is shown where it has anything but cells that could not be tested (a verdict, or a cell still pending)
+    real_stacks = {r["stack_key"] for r in grid_rows + off if r["apart"] is None}
+    grid_rows = [r for r in grid_rows if r["stack_key"] in real_stacks]
+    classes = sorted({(r["gpu"], r["cc"]) for r in grid_rows}, key=lambda g: (_release(g[1] or ""), g[0]), reverse=True)
     gpu_pages = {g: _slug("gpu", f"{g[0]} cc{g[1]}") for g in classes}
     column = {g: i for i, g in enumerate(classes)}
-    stacks: dict[tuple, list[dict]] = {}
+    stacks: dict[tuple, list[dict]] = {key: [] for key in real_stacks}
     grid: dict[tuple, list[dict]] = {}  # (framework, GPU class) -> its rows
-    for row in rows:
-        stacks.setdefault(_stack_key(row), []).append(row)
+    for row in grid_rows:
+        stacks[row["stack_key"]].append(row)
         grid.setdefault((row["framework"], (row["gpu"], row["cc"])), []).append(row)
         row["gpu_page"] = gpu_pages[(row["gpu"], row["cc"])]
-    frameworks = sorted({key[0] for key in stacks})
+    off_by_stack: dict[tuple, list[dict]] = {}
+    for row in off:
+        off_by_stack.setdefault(row["stack_key"], []).append(row)
+    apart_by_stack: dict[tuple, list[dict]] = {}
+    apart_by_class: dict[tuple, list[dict]] = {}
+    for row in apart:
+        apart_by_stack.setdefault(row["stack_key"], []).append(row)
+        apart_by_class.setdefault((row["gpu"], row["cc"]), []).append(row)
+        row.setdefault("gpu_page", gpu_pages.get((row["gpu"], row["cc"])))
+    frameworks = sorted({g[0] for g in grid})
     # frameworks A-Z, each newest version first
     order = sorted(stacks, key=lambda k: (k[0], tuple(-x for x in _release(k[1])), k[1:]))
     figures: dict[tuple, dict] = {}  # each stack's newest figure of each measurement on each GPU class, from whichever sweep took it
     for figure in bench_rows:
         if figure["cell"] in every:
-            stack, when, sweep, source = every[figure["cell"]]
+            stack, when, sweep, origin = every[figure["cell"]]  # origin: where it was taken (never the site's --source)
             key = (stack, figure["gpu"], figure["cc"], figure["measurement"], figure["dtype"], figure.get("processes") or 1)
             if key not in figures or (when, figure["cell"]) > figures[key][0]:
-                figures[key] = ((when, figure["cell"]), {**bench_display(figure), "sweep": sweep, "source": source, "when": _day(when)})
+                figures[key] = ((when, figure["cell"]), {**bench_display(figure), "sweep": sweep, "source": origin, "when": _day(when)})
     by_stack: dict[tuple, list[dict]] = {}
     for key, (_when, shown) in sorted(figures.items(), key=lambda item: (item[0][1], item[0][2], item[0][3], item[0][4], item[0][5])):
         by_stack.setdefault(key[0], []).append(shown)
@@ -147,12 +225,15 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
     stack_pages = []
     for key in order:
         mine = sorted(stacks[key], key=lambda r: column[(r["gpu"], r["cc"])])
+        before = off_by_stack.get(key, [])
         label = _stack_label(key)
+        counts = _counts(mine + before)
+        counts["untested"] = len(apart_by_stack.get(key, []))  # every cell of it that could not be tested, on a class or not
         stack_pages.append({"key": key, "label": label, "file": _slug("stack", label), "framework": key[0], "version": key[1],
-                            "variant": key[2], "python": key[3], "env": key[4], "image": key[5], "rows": mine, "counts": _counts(mine),
-                            "figures": by_stack.get(key, []),
+                            "variant": key[2], "python": key[3], "env": key[4], "image": key[5], "rows": mine, "before": before,
+                            "counts": counts, "apart": _apart(apart_by_stack.get(key, [])), "figures": by_stack.get(key, []),
                             "use": _how_to_use(key, [r for r in mine if r["status"] == "valid"], commands)})
-        for r in mine:
+        for r in mine + before + apart_by_stack.get(key, []):
             r["stack_page"] = stack_pages[-1]["file"]
     matrix = []
     for framework in frameworks:
@@ -160,21 +241,27 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         for g in classes:
             here = grid.get((framework, g), [])
             counts = _counts(here)
+            waiting = counts["untested"] + counts["pending"]
             state = "none" if not here else ("valid" if counts["valid"] == len(here) else "mixed" if counts["valid"] else
-                                             "untested" if counts["untested"] == len(here) else "invalid")
+                                             "untested" if waiting == len(here) else "invalid")
             line["cells"].append({"counts": counts, "state": state, "page": gpu_pages[g], "anchor": f"fw-{framework}"})
         matrix.append(line)
     rank = {p["key"]: i for i, p in enumerate(stack_pages)}
     gpus = []
     for g in classes:
-        sections = [{"framework": f, "anchor": f"fw-{f}", "rows": sorted(grid[(f, g)], key=lambda r: rank[_stack_key(r)])}
+        sections = [{"framework": f, "anchor": f"fw-{f}", "rows": sorted(grid[(f, g)], key=lambda r: rank[r["stack_key"]])}
                     for f in frameworks if (f, g) in grid]
         here = [r for section in sections for r in section["rows"]]
-        gpus.append({"name": g[0], "cc": g[1], "file": gpu_pages[g], "sections": sections, "counts": _counts(here),
-                     "drivers": sorted({r["driver"] for r in here if r["driver"]})})
+        counts = _counts(here)
+        counts["untested"] = len(apart_by_class.get(g, []))  # every cell on it that could not be tested, of a shown stack or not
+        gpus.append({"name": g[0], "cc": g[1], "file": gpu_pages[g], "sections": sections, "counts": counts,
+                     "apart": _apart(apart_by_class.get(g, [])), "drivers": sorted({r["driver"] for r in here if r["driver"]})})
+    shown = grid_rows + off
+    counts = _counts(shown)
+    counts["untested"] = len(apart)
     return {"title": title, "source": source, "sources": sorted({r.get("source") or "local" for r in rows}),
             "classes": [{"name": g[0], "cc": g[1], "file": gpu_pages[g]} for g in classes],
-            "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": _counts(rows),
+            "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": counts, "apart": _apart(apart),
             "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__}
 
 
