@@ -106,29 +106,38 @@ def missing(tried: list) -> list[dict]:
     return out
 
 
+UNRECORDED = "no record of the other processes on the GPU (a probe without NVML, or one older than the record)"
+
+
 def contention(data: dict | None) -> dict:
-    """Whether other processes computed on the GPU while the figure was measured (NVML's per-process samples):
+    """Whether other processes computed on the GPU while the figure was measured (NVML's per-process samples in
+    the figure's window widened by the probe's margin, probe/nvml.py Contention):
     {"contended": bool, "others": [{"pid", "name", "sm_pct_mean", "sm_pct_max", "used_mib"}], "known": bool,
     "text": "pid 4242 python3 (SM 48 %)" or why it is not known}. A process counts when its SM utilisation was
-    above 0 in any sample; a process that only held memory is listed but does not contend."""
+    above 0 in any sample; a process that only held memory is listed but does not contend. Not known (never
+    "not contended"): no record, NVML gave no per-process samples (or failed at the figure's end), or NVML's
+    process ids are not the job's."""
     record = (data or {}).get("contention")
     if not isinstance(record, dict):
-        return {"contended": False, "others": [], "known": False, "text": ""}
-    if record.get("error") and not record.get("samples"):
-        return {"contended": False, "others": [], "known": False, "text": str(record["error"])}
+        return {"contended": False, "others": [], "known": False, "text": UNRECORDED}
     others = _others(record)
     computing = [p for p in others if isinstance(p.get("sm_pct_max"), (int, float)) and p["sm_pct_max"] > 0]
     if computing and record.get("own_seen") is False:  # NVML's pids are of another pid namespace: none is told apart
         return {"contended": False, "others": others, "known": False,
                 "text": "NVML's process ids are not this job's (another pid namespace): other processes not told apart"}
+    if not computing and record.get("error"):  # what NVML did not give may have shown another process
+        held = [p for p in others if isinstance(p.get("used_mib"), int)]
+        holding = ", ".join(f"{_who(p)} {_mib(p['used_mib'])}" for p in held[:3])
+        return {"contended": False, "others": others, "known": False,
+                "text": str(record["error"]) + (f"; holding a compute context: {holding}" if holding else "")}
     text = ", ".join(f"{_who(p)} (SM {p['sm_pct_mean']:.0f} %)" for p in sorted(computing, key=lambda p: -(p.get("sm_pct_mean") or 0)))
     return {"contended": bool(computing), "others": computing, "known": True, "text": text}
 
 
 def conditions(data: dict | None) -> list[dict]:
     """What held the figure down, from NVML's view around it: [{"kind", "text", "warning"}]. Empty is "normal".
-    kinds: contended, at_power_limit (the card's own cap: expected, no warning), power_limit_lowered,
-    applications_clocks, thermal, hw_slowdown, power_brake, idle_clocked."""
+    kinds: contended, contention_unknown (a record that cannot say; no warning), at_power_limit (the card's own
+    cap: expected, no warning), power_limit_lowered, applications_clocks, thermal, hw_slowdown, power_brake, idle_clocked."""
     data = data or {}
     clocks = data.get("clocks") if isinstance(data.get("clocks"), dict) else {}
     before = clocks.get("before") if isinstance(clocks.get("before"), dict) else {}
@@ -139,6 +148,8 @@ def conditions(data: dict | None) -> list[dict]:
     seen = contention(data)
     if seen["contended"]:
         out.append({"kind": "contended", "text": "contended: " + seen["text"], "warning": True})
+    elif not seen["known"] and isinstance(data.get("contention"), dict):  # recorded, and not enough to say "not contended"
+        out.append({"kind": "contention_unknown", "text": "contention unknown: " + seen["text"], "warning": False})
     default, enforced = limits.get("default_power_limit_w"), limits.get("enforced_power_limit_w") or after.get("power_limit_w")
     lowered = isinstance(default, (int, float)) and isinstance(enforced, (int, float)) and enforced < default - 0.5
     if lowered:
@@ -208,6 +219,8 @@ def present(row: dict) -> dict:
         "throttled": _clock_warned(found) and value is not None,  # a figure not made was measured under nothing
         "condition": condition_text(found) if value is not None else "", "conditions": found,
         "contended": seen["contended"] and value is not None, "contention": seen["others"], "contention_text": seen["text"],
+        # why nobody can say whether another process computed beside it ('' where it is known or the figure was not made)
+        "contention_unknown": seen["text"] if value is not None and not seen["known"] else "",
         "missing": data.get("missing"), "missing_reason": data.get("reason"),
         "clocks": data.get("clocks") or {}, "note": data.get("note", ""),
         # sharing one GPU: how many processes ran the workload at once, each one's figure, the loss against alone

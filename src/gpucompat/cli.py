@@ -458,7 +458,8 @@ def diff(
     after: str = typer.Argument(..., help="A sweep id, 'latest' or 'latest~N'."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    fail_on_slowdown: bool = typer.Option(False, "--fail-on-slowdown", help="Also exit 1 when a bench figure got slower beyond noise."),
+    fail_on_slowdown: bool = typer.Option(False, "--fail-on-slowdown", help="Also exit 1 when a bench figure got slower beyond noise "
+                                          "(never for a pair measured while another process computed, or where nobody can say)."),
 ):
     """Cells newly broken, newly working, changed, added and removed between two sweeps, and bench figures that
     moved beyond noise. Exit 1 if any cell newly broke (or, with --fail-on-slowdown, a figure got slower)."""
@@ -469,10 +470,11 @@ def diff(
     store = Store(db, readonly=True)
     a, b = store.sweep_ref(before), store.sweep_ref(after)
     changes = compute_diff([display_row(r) for r in store.result_rows(a)], [display_row(r) for r in store.result_rows(b)])
-    from .report.bench import compare, compare_table
+    from .report.bench import compare, compare_table, counted_slowdowns
 
     bench_a, bench_b = _bench_rows(store, a), _bench_rows(store, b)
     performance = compare(bench_a, bench_b)
+    counted, doubtful = counted_slowdowns(performance)  # contended pairs are not compared; unknown ones are not counted
     if json_out:
         _print_json({"before": a, "after": b, **changes, "performance": performance})
     else:
@@ -482,7 +484,12 @@ def diff(
             out.print(item)
         if bench_a or bench_b:
             out.print(compare_table(performance, a, b), crop=False)
-    if changes["newly_broken"] or (fail_on_slowdown and performance["slower"]):
+        if fail_on_slowdown and doubtful:
+            named = "; ".join(f"{e['key']['measurement']} {e['key']['dtype']}".strip() + f" ({e['contention_unknown']})" for e in doubtful[:5])
+            out.print(escape(f"--fail-on-slowdown: {len(doubtful)} slower figure{'s' if len(doubtful) != 1 else ''} not counted, since "
+                             f"nobody can say whether another process computed on the GPU meanwhile: {named}"
+                             + ("; ..." if len(doubtful) > 5 else "")), highlight=False, soft_wrap=True)
+    if changes["newly_broken"] or (fail_on_slowdown and counted):
         raise typer.Exit(EXIT_BROKEN)
 
 

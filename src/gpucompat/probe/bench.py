@@ -15,7 +15,8 @@ from .records import LOG, _checkpoint, _error
 #   {"measurement": "matmul", "dtype": "bf16", "value": 781.2, "unit": "TFLOP/s", "better": "higher",
 #    "spread": 3.1, "repetitions": 10, "samples": [...], "size": "8192x8192x8192", "note": "...",
 #    "clocks": {"before": {...}, "after": {...}},      (NVML snapshots, see Nvml.snapshot)
-#    "contention": {"processes": [...], ...}}          (every process NVML saw computing meanwhile, see Contention)
+#    "contention": {"processes": [...], ...}}          (every process NVML saw computing in the window widened by
+#                                                       a second each side, and those holding the GPU, see Contention)
 # or, where the framework or GPU cannot do it, {"measurement", "dtype", "unsupported": "why",
 # "unsupported_kind": "gpu" (the GPU lacks it) | "framework" (this framework has no such operation) |
 # "environment" (a library or GPU count the job lacks) | "depends" (a figure it needed was not made)},
@@ -93,7 +94,7 @@ class Bench:
         self.facts["figures"].append(figure)
         contention = self.nvml.contention
         if contention is not None:
-            contention.begin()  # reads NVML only; a failing call is kept as its error code, never raised
+            contention.begin(self._running())  # reads NVML only; a failing call is kept as its error code, never raised
         before = self.nvml.snapshot()
         began = time.perf_counter()
         try:
@@ -110,7 +111,7 @@ class Bench:
         figure["clocks"] = {"before": before, "after": self.nvml.snapshot()}
         if contention is not None:
             try:
-                figure["contention"] = contention.end(self._running())
+                figure["contention"] = contention.end(self._running(), settle="value" in figure)
             except Exception as exc:  # the figure stands without it
                 figure["contention"] = {"processes": [], "samples": 0, "own_seen": None, "error": "%s: %s" % (type(exc).__name__, exc)}
         LOG.info("bench %s %s: %s in %.3f s", measurement, dtype or "-", "%.4g %s" % (figure["value"], unit) if "value" in figure
@@ -126,7 +127,10 @@ class Bench:
 
     def _running(self):
         """{pid: MiB} of the compute processes on the GPU now (NVML's list); {} where NVML cannot say."""
-        found = processes(Reader(self.nvml), set()) or []
+        try:
+            found = processes(Reader(self.nvml), set()) or []
+        except Exception:  # the figure stands without it
+            return {}
         return dict((p["pid"], p["used_mib"]) for p in found)
 
 

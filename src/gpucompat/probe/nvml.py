@@ -157,69 +157,100 @@ class ProcessUtilizationSample(ctypes.Structure):
                 ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
 
 
-def process_utilization(lib, handle, last_seen_us):
-    """NVML's per-process samples newer than last_seen_us: [(pid, timestamp_us, sm_pct, mem_pct)], or why
-    not: NVML's error code where it cannot give them (a MIG instance, a GPU too old, no permission), "missing"
-    where the library has no such call.
-    First asked with no room, to learn the count, as pynvml does; NOT_FOUND means no sample since then."""
-    function = getattr(lib, "nvmlDeviceGetProcessUtilization", None)
-    if function is None:
-        return "missing"
-    count = ctypes.c_uint(0)
-    code = function(handle, None, ctypes.byref(count), ctypes.c_ulonglong(last_seen_us))
-    if code in (SUCCESS, NOT_FOUND):
-        return []
-    if code != INSUFFICIENT_SIZE:
-        return code
-    count.value = count.value * 2 + 8  # room for samples that arrive meanwhile
-    samples = (ProcessUtilizationSample * count.value)()
-    code = function(handle, samples, ctypes.byref(count), ctypes.c_ulonglong(last_seen_us))
-    if code == NOT_FOUND:
-        return []
-    if code != SUCCESS:
-        return code
-    return [(s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in samples[:count.value]]
+class ProcessSamples:
+    """NVML's per-process samples (nvmlDeviceGetProcessUtilization), one call per read: the buffer is kept
+    between reads and grown only where NVML answers INSUFFICIENT_SIZE (with the count it needs)."""
+
+    def __init__(self, lib, handle):
+        self.function = getattr(lib, "nvmlDeviceGetProcessUtilization", None) if lib is not None else None
+        self.handle, self.buffer, self.calls = handle, (ProcessUtilizationSample * 64)(), 0
+
+    def read(self, last_seen_us):
+        """The samples newer than last_seen_us: [(pid, timestamp_us, sm_pct, mem_pct)], or why not: NVML's error
+        code where it cannot give them (a MIG instance, a GPU too old, no permission), "missing" where the library
+        has no such call. NOT_FOUND means no sample since then."""
+        if self.function is None:
+            return "missing"
+        for _ in range(3):
+            count = ctypes.c_uint(len(self.buffer))
+            code = self.function(self.handle, self.buffer, ctypes.byref(count), ctypes.c_ulonglong(last_seen_us))
+            self.calls += 1
+            if code == NOT_FOUND:
+                return []
+            if code == INSUFFICIENT_SIZE:
+                grown = max(count.value * 2 + 8, len(self.buffer) * 2)  # room for samples that arrive meanwhile
+                self.buffer = (ProcessUtilizationSample * grown)()
+                continue
+            if code != SUCCESS:
+                return code
+            return [(s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in self.buffer[:min(count.value, len(self.buffer))]]
+        return INSUFFICIENT_SIZE
 
 
-GRACE_S = 1.0
+GRACE_S = 1.0     # the longest per-process sampling period NVML gives (1/6 s to 1 s): a late sample is waited for this long at most
+MARGIN_S = 1.0    # a sample stamped this long before a figure's start or after its end counts for the figure
+LOOKBACK_S = 2.0  # each read asks for the samples newer than the newest stamp seen less this: no process's late sample is passed over
+EPOCH_US = 10 ** 15  # a stamp above this is microseconds since 1970 (NVML's "CPU timestamp"); below it, another clock, anchored to ours
+KEPT_SAMPLES = 100000
 
 
 class Contention:
-    """Which processes computed on the GPU while a figure was measured: poll() reads NVML's per-process
-    samples (the telemetry thread calls it at 10 Hz, begin() and end() once more); between begin() and
-    end() every sample is added to its process. A process is the probe's own when it is this process or
+    """Which other processes computed on the GPU while a figure was measured, from NVML's per-process samples.
+
+    poll() reads them (the telemetry thread at 10 Hz, begin() and end() once more; one NVML call each) and keeps
+    each with its own timestamp. NVML stamps each process's sample at its own time and gives it up to a sampling
+    period late, so a read asks for the samples newer than the newest stamp seen less LOOKBACK_S (a single "last
+    seen" across processes passed over the late ones of whichever process trailed), and a sample is new where it
+    is newer than the last one of its own process. A figure's record holds the samples stamped in its window
+    widened by MARGIN_S on either side; end() reads once more and, where another process holds a compute context
+    or was seen computing and the figure is not already contended, waits (at most GRACE_S) until each such
+    process has a sample stamped after the window's end. A process is the probe's own when it is this process or
     one of its descendants (share children, torchrun workers) at the time it is first seen, while it runs.
 
     end() -> {"processes": [{"pid", "name", "own", "samples", "sm_pct_mean", "sm_pct_max", "mem_pct_mean",
-              "mem_pct_max", "used_mib"}], "samples": n, "own_seen": bool, "error": None or why}
+              "mem_pct_max", "used_mib"}], "samples": n, "own_seen": bool, "error": None or why,
+              "window": {"start_s", "end_s", "margin_s"}, "waited_s": s}
     """
 
     def __init__(self, nvml):
         self.nvml, self.lock = nvml, threading.Lock()
-        self.last_us, self.window, self.mine, self.error, self.others_computed = 0, None, {}, None, False
+        self.reader = ProcessSamples(nvml.lib, nvml.handle)
+        self.newest_us, self.last_us, self.offset_us, self.polls = 0, {}, None, 0
+        self.samples, self.window, self.mine, self.error, self.others_computed = [], None, {}, None, False
 
     def poll(self):
         with self.lock:
-            samples = process_utilization(self.nvml.lib, self.nvml.handle, self.last_us)
-            if not isinstance(samples, list):
-                self.error = "NVML gives no per-process samples here (nvmlDeviceGetProcessUtilization: %s)" % samples
+            self.polls += 1
+            got = self.reader.read(max(0, self.newest_us - int(LOOKBACK_S * 1e6)))
+            if not isinstance(got, list):
+                self.error = "NVML gives no per-process samples here (nvmlDeviceGetProcessUtilization: %s)" % got
                 return
             self.error = None
-            new = [s for s in samples if s[1] > self.last_us]
+            if not got:
+                return
+            now_us, stamps = time.time() * 1e6, [s[1] for s in got]
+            self.newest_us = max(self.newest_us, max(stamps))
+            if max(stamps) < EPOCH_US:  # not NVML's documented clock: anchored to ours at the read least behind it
+                self.offset_us = min(self.offset_us if self.offset_us is not None else now_us, now_us - max(stamps))
+            new = [s for s in got if s[1] > self.last_us.get(s[0], 0)]
             if not new:
                 return
-            self.last_us = max(s[1] for s in new)
+            for pid, stamp, _sm, _mem in new:
+                self.last_us[pid] = max(stamp, self.last_us.get(pid, 0))
             self._classify(set(s[0] for s in new))
             self.others_computed = self.others_computed or any(sm > 0 and not self.mine.get(pid) for pid, _s, sm, _m in new)
-            if self.window is None:
-                return
-            for pid, _stamp, sm, mem in new:
-                totals = self.window.setdefault(pid, [0, 0, 0, 0, 0])
-                totals[0] += 1
-                totals[1] += sm
-                totals[2] = max(totals[2], sm)
-                totals[3] += mem
-                totals[4] = max(totals[4], mem)
+            self.samples.extend((pid, self._seconds(stamp), sm, mem) for pid, stamp, sm, mem in new)
+            self._prune(now_us / 1e6)
+
+    def _seconds(self, stamp_us):
+        """A sample's time on time.time()'s clock."""
+        return (stamp_us + ((self.offset_us or 0) if stamp_us < EPOCH_US else 0)) / 1e6
+
+    def _prune(self, now):
+        """Keeps what an open window (or the next one's margin) may still need, and at most KEPT_SAMPLES (under the lock)."""
+        cutoff = (self.window["start"] if self.window is not None else now - LOOKBACK_S - GRACE_S) - MARGIN_S
+        if self.samples and (self.samples[0][1] < cutoff or len(self.samples) > KEPT_SAMPLES):
+            self.samples = [s for s in self.samples if s[1] >= cutoff][-KEPT_SAMPLES:]
 
     def _classify(self, pids):
         """Each pid not seen before as the probe's own or not, from one walk of /proc (under the lock): classified
@@ -230,37 +261,72 @@ class Contention:
             for pid in unknown:
                 self.mine[pid] = pid in walked
 
-    def begin(self):
-        self.poll()  # what came before the figure is left out
-        with self.lock:
-            self.window = {}
-
-    def end(self, running=None):
-        """running: {pid: used_mib} of the compute processes on the GPU now (gpustate.processes), or None.
-        A figure shorter than the driver's sampling period (NVML: 1/6 s to 1 s) may have seen no sample yet:
-        then the next one, which covers its end, is waited for (at most GRACE_S), where another process has been
-        seen computing during this bench: on a GPU to itself nothing is waited for."""
+    def begin(self, running=None):
+        """running: {pid: used_mib} of the compute processes on the GPU now (gpustate.processes), or None."""
         self.poll()
-        waited = 0.0
-        while waited < GRACE_S and self.others_computed and self.error is None and self.window is not None and not self.window:
-            time.sleep(0.1)
-            waited += 0.1
-            self.poll()
-        running = running or {}
         with self.lock:
-            window, self.window = self.window or {}, None
-            pids = sorted(set(window) | set(running))
+            self.window = {"start": time.time(), "running": dict(running or {})}
+
+    def end(self, running=None, settle=True):
+        """running: as begin()'s, now. settle: wait for the samples that cover the window's end (a figure with no
+        value is compared with nothing, so it does not wait)."""
+        ended = time.time()
+        self.poll()
+        window = self.window or {"start": ended, "running": {}}
+        running = running or {}
+        began = time.time()
+        while settle and self.error is None and time.time() - began < GRACE_S and self._awaited(window, ended, running):
+            time.sleep(0.05)
+            self.poll()
+        waited = time.time() - began
+        with self.lock:
+            self.window = None
+            totals = self._totals(window["start"], ended)
+            held = dict(window["running"])
+            held.update(running)
+            pids = sorted(set(totals) | set(held))
             self._classify(pids)  # a process that only holds memory has sent no sample
             own = dict((pid, self.mine[pid]) for pid in pids)
+            error = self.error
         found = []
         for pid in pids:
-            n, sm_sum, sm_max, mem_sum, mem_max = window.get(pid, [0, 0, 0, 0, 0])
+            n, sm_sum, sm_max, mem_sum, mem_max = totals.get(pid, [0, 0, 0, 0, 0])
             found.append({"pid": pid, "name": process_name(self.nvml.lib, pid), "own": own[pid], "samples": n,
                           "sm_pct_mean": round(float(sm_sum) / n, 1) if n else None, "sm_pct_max": sm_max if n else None,
                           "mem_pct_mean": round(float(mem_sum) / n, 1) if n else None, "mem_pct_max": mem_max if n else None,
-                          "used_mib": running.get(pid)})
+                          "used_mib": held.get(pid)})
         return {"processes": found, "samples": sum(p["samples"] for p in found),
-                "own_seen": any(p["own"] for p in found), "error": self.error}
+                "own_seen": any(p["own"] for p in found), "error": error,
+                "window": {"start_s": round(window["start"], 3), "end_s": round(ended, 3), "margin_s": MARGIN_S},
+                "waited_s": round(waited, 3)}
+
+    def _totals(self, start, ended):
+        """{pid: [samples, sm sum, sm max, mem sum, mem max]} of the samples stamped in the widened window (under the lock)."""
+        totals = {}
+        for pid, stamp, sm, mem in self.samples:
+            if start - MARGIN_S <= stamp <= ended + MARGIN_S:
+                row = totals.setdefault(pid, [0, 0, 0, 0, 0])
+                row[0] += 1
+                row[1] += sm
+                row[2] = max(row[2], sm)
+                row[3] += mem
+                row[4] = max(row[4], mem)
+        return totals
+
+    def _awaited(self, window, ended, running):
+        """Whether a sample that may still come could make this figure contended: another process holds a compute
+        context or has computed since the window's widened start, the figure is not contended already, and one of
+        those processes has no sample stamped after the window's end yet."""
+        with self.lock:
+            since = window["start"] - MARGIN_S
+            computed = set(pid for pid, stamp, sm, _m in self.samples if sm > 0 and stamp >= since)
+            candidates = computed | set(window["running"]) | set(running)
+            self._classify(candidates)
+            others = [pid for pid in candidates if not self.mine[pid]]
+            totals = self._totals(window["start"], ended)
+            if any(totals[pid][2] > 0 for pid in others if pid in totals):
+                return False
+            return any(pid not in self.last_us or self._seconds(self.last_us[pid]) < ended for pid in others)
 
 
 TELEMETRY_PERIOD_S = 0.1

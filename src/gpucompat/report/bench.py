@@ -296,7 +296,8 @@ def _pooled(rows: list[dict]) -> dict:
     pooled = {"unit": rows[0].get("unit"), "better": rows[0].get("better"), "throttled": any(r.get("throttled") for r in rows),
               "cells": [r.get("cell") for r in rows], "sweep": rows[0].get("sweep"),
               "units": {r.get("unit") for r in rows if r.get("value") is not None},
-              "contended": _contended_text(rows), "missing_reason": next((r.get("missing_reason") for r in rows if r.get("missing_reason")), None)}
+              "contended": _contended_text(rows), "contention_unknown": _unknown_text(rows),
+              "missing_reason": next((r.get("missing_reason") for r in rows if r.get("missing_reason")), None)}
     if len(rows) == 1:  # its own value and spread, None kept
         return {**pooled, "value": rows[0].get("value"), "spread": rows[0].get("spread")}
     return {**pooled, "value": statistics.median(values) if values else None,
@@ -306,6 +307,13 @@ def _pooled(rows: list[dict]) -> dict:
 def _contended_text(rows: list[dict]) -> str:
     """'' where no row was contended; else who computed beside it: 'pid 4242 python3 (SM 48 %)'."""
     return "; ".join(str(r.get("contention_text") or "another process") for r in rows if r.get("contended") and r.get("value") is not None)
+
+
+def _unknown_text(rows: list[dict]) -> str:
+    """'' where every made row says whether another process computed beside it; else why some cannot (each reason once).
+    A row without the key (made by hand, not by present()) is taken as known."""
+    reasons = [str(r["contention_unknown"]) for r in rows if r.get("value") is not None and r.get("contention_unknown")]
+    return "; ".join(dict.fromkeys(reasons))
 
 
 # What moves between two runs of the same cell on an idle GPU beyond their own repetitions' spread:
@@ -323,6 +331,9 @@ def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = 
     measurement's NOISE_FLOOR) and the two spreads (interquartile ranges) added: noise within what the
     repetitions, or two runs of the same cell, already show is no change. A figure measured while another
     process computed on the GPU (contended) is compared with nothing: its pair is not_compared, saying so.
+    A pair where either side cannot say whether another process computed (no per-process samples, another pid
+    namespace, an older probe) is compared, and its `contention_unknown` says why: --fail-on-slowdown does not
+    count it (counted_slowdowns).
 
     Each entry: {"key": {...the seven fields}, "before", "after", "unit", "better", "change",
     "spread_before", "spread_after", "throttled_before", "throttled_after", "cells_before", "cells_after"}.
@@ -348,7 +359,8 @@ def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = 
                  "better": valued["better"], "change": None, "spread_before": a and a["spread"], "spread_after": b and b["spread"],
                  "throttled_before": bool(a and a["throttled"]), "throttled_after": bool(b and b["throttled"]),
                  "cells_before": a["cells"] if a else [], "cells_after": b["cells"] if b else [],
-                 "contended_before": (a and a.get("contended")) or "", "contended_after": (b and b.get("contended")) or ""}
+                 "contended_before": (a and a.get("contended")) or "", "contended_after": (b and b.get("contended")) or "",
+                 "contention_unknown": _unknown_side(a, b)}
         reason = None
         if a is None:
             reason = "only in the later sweep"
@@ -387,6 +399,24 @@ def compare(before_rows: list[dict], after_rows: list[dict], threshold: float = 
     return result
 
 
+def _unknown_side(a: dict | None, b: dict | None) -> str:
+    """'' where both sides say whether another process computed; else which side cannot, and why."""
+    before, after = (a or {}).get("contention_unknown") or "", (b or {}).get("contention_unknown") or ""
+    if not (before or after):
+        return ""
+    side = "both sweeps" if before and after else "the earlier sweep" if before else "the later sweep"
+    why = before if before == after or not after else after if not before else f"{before}; {after}"
+    return f"contention unknown in {side}: {why}"
+
+
+def counted_slowdowns(result: dict) -> tuple[list[dict], list[dict]]:
+    """compare()'s slower figures split into those --fail-on-slowdown fails on and those it does not: a pair where
+    either side could not say whether another process computed on the GPU (its `contention_unknown`). Contended
+    pairs are not compared at all."""
+    slower = result.get("slower", [])
+    return [e for e in slower if not e.get("contention_unknown")], [e for e in slower if e.get("contention_unknown")]
+
+
 def _side(value, spread, unit, throttled: bool) -> Text:
     if value is None:
         return Text("")
@@ -404,15 +434,20 @@ def compare_table(result: dict, before: int | str | None = None, after: int | st
     a = f"Sweep {before}" if before is not None else "Before"
     b = f"Sweep {after}" if after is not None else "After"
     contended = sum(1 for e in skipped if e.get("contended_before") or e.get("contended_after"))
+    doubtful = counted_slowdowns(result)[1]
     summary = (f"Performance changes: {len(slower)} slower, {len(faster)} faster, {unchanged} within noise, {len(skipped)} not compared"
                + (f" ({contended} measured while another process computed on the GPU)" if contended else "")
+               + (f"; {len(doubtful)} of the slower with contention unknown, which --fail-on-slowdown does not count" if doubtful else "")
                + f" (a change is a median moving by more than {THRESHOLD * 100:.0f} % and the two interquartile ranges)")
-    items: list = [Text(summary, style="bold red" if slower else "bold")]
+    items: list = [Text(summary, style="bold red" if len(doubtful) < len(slower) else "bold")]
     moved = slower + faster
     if moved:
         def change(e):
             word = "slower" if e["change"] < 0 else "faster"
-            return Text(f"{abs(e['change']) * 100:.0f} % {word}", style="red" if e["change"] < 0 else "green")
+            text = Text(f"{abs(e['change']) * 100:.0f} % {word}", style="red" if e["change"] < 0 else "green")
+            if e.get("contention_unknown"):
+                text.append(" (contention unknown)", style="yellow")
+            return text
         columns = [
             Col("change", "Change", [change(e) for e in moved]),
             Col("stack", "Stack", [_t(stack_label(e["key"])) for e in moved], "words", 14),
