@@ -219,3 +219,36 @@ def test_doctor_says_a_probe_can_test_only_after_cuda_started_in_a_process_like_
     started = json.loads(run_cli("doctor", "--json", env={**env, "LD_LIBRARY_PATH": f"{good}:{nvml}"}, check=0).stdout)
     assert started["cuda_start"]["count"] == 1 and started["summary"].startswith("driver 580.159.04 (CUDA 13.0)")
     assert "other processes hold its memory" in started["gpu_state"]["why"]  # the stand-in's recorded case: pid 3800 holds 78.9 GiB
+
+
+def test_an_import_that_ran_out_of_a_virtual_memory_limit_is_the_limits():
+    facts = recorded({"init": 0, "count": 1}, stage_failed="import")
+    facts["stages"]["import"]["error"] = {"type": "OSError", "message": "libcublasLt.so.13: failed to map segment from shared object"}
+    facts["diagnosis"] = {"limits": {"as": [8 << 30, 8 << 30]}, "env_libraries": {}}
+    outcome = verdict(facts)
+    assert (outcome.cause, outcome.stage) == ("env-fault", "import") and "limited to 8.0 GiB (RLIMIT_AS, ulimit -v)" in outcome.summary
+    facts["stages"]["import"]["error"] = {"type": "ModuleNotFoundError", "message": "No module named 'cupy_backends'"}
+    assert verdict(facts).code == "IMPORT_FAILED"  # a broken package is the stack's, limit or not
+
+
+def test_a_stub_reached_through_a_link_in_a_module_directory_names_that_directory(tmp_path):
+    nvml = build_nvml(tmp_path)
+    real = build_cuda(tmp_path, "cuda-13.0/targets/x86_64-linux/lib/stubs", "INIT=34")
+    module = tmp_path / "modules" / "cuda" / "lib64" / "stubs"  # what a module file puts on LD_LIBRARY_PATH, as a link
+    module.mkdir(parents=True)
+    (module / "libcuda.so.1").symlink_to(real / "libcuda.so.1")
+    facts = run_probe(tmp_path, f"{module}:{nvml}")
+    assert facts["cuda_start"]["libcuda"][0]["via"] == {"variable": "LD_LIBRARY_PATH", "entry": str(module)}
+    assert f"found through LD_LIBRARY_PATH entry {module}: take it out of LD_LIBRARY_PATH" in verdict(facts).summary
+
+
+def test_jax_crashing_while_another_process_holds_the_gpus_memory_is_gpu_busy():
+    # as on the lent H100 (docs/evidence/env-faults-h100): JAX preallocates most of the GPU and died by SIGSEGV
+    facts = recorded({"init": 0, "count": 1}, framework="jax", stage_failed="compute")
+    facts.update(finished=False, current_stage="compute")
+    facts["gpu_state"]["before"] = {"uuid": "GPU-3c15737e", "memory": {"free_mib": 1022, "total_mib": 81559},
+                                    "processes": [{"pid": 2757, "name": "python3", "used_mib": 80077}]}
+    outcome = verdict(facts, framework="jax", returncode=-11, signal=11)
+    assert (outcome.code, outcome.cause) == ("UNTESTED", "gpu-busy") and "pid 2757 (python3, 78.2 GiB)" in outcome.summary
+    facts["gpu_state"]["before"]["processes"] = []  # alone on the GPU, the same crash is the stack's
+    assert verdict(facts, framework="jax", returncode=-11, signal=11).code == "CRASHED"

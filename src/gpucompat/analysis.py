@@ -226,8 +226,10 @@ def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcom
         if observation.signal in OUTSIDE_SIGNALS:
             return untested(stage, "interrupted", f"{_signal_name(observation.signal)} during the {stage} stage", evidence)
         how = f"was killed by {_signal_name(observation.signal)}" if observation.signal else f"exited {observation.returncode} unexpectedly"
-        return (_gpu_fault(facts, stage, _stage_text(record, stderr), evidence) or _not_the_stack(facts, stage, record, evidence)
-                or _stopped_by_variable(facts, _crash(stage, how, _stage_text(record, stderr), evidence)))
+        text = _stage_text(record, stderr)
+        return (_gpu_fault(facts, stage, text, evidence) or _not_the_stack(facts, stage, record, evidence)
+                or (_gpu_busy(facts, stage, text, evidence) if stage != "import" else None)
+                or _stopped_by_variable(facts, _crash(stage, how, text, evidence)))
 
     for stage in PROBE_STAGES:
         record = stages.get(stage)
@@ -421,8 +423,8 @@ def _gpu_fault(facts: dict, stage: str, text: str, evidence: dict) -> Outcome | 
 def _not_the_stack(facts: dict, stage: str, record: dict, evidence: dict) -> Outcome | None:
     """Could not test: no GPU here, or CUDA cannot start in this job's process environment (cuda_start.py).
     A CPU-only build is the stack's on every node, so it is judged first, as the stack's."""
-    if stage == "import":  # a framework that does not import is the stack's, unless it loaded another's library
-        fault = cuda_start.shadowed(facts)
+    if stage == "import":  # a framework that does not import is the stack's, unless the environment made it fail
+        fault = cuda_start.import_fault(facts, _stage_text(record, ""))
         return untested(stage, "env-fault", fault, evidence) if fault else None
     if record.get("facts", {}).get("cuda_build") is False:
         return None

@@ -82,9 +82,9 @@ def _libcuda_fault(start: dict, env: dict, facts: dict) -> str | None:
         path, version = lib.get("path") or "", lib.get("version")
         if _own(path, facts):
             continue
-        via = _dir_in(path, env.get("LD_LIBRARY_PATH"))
-        how = (f", found through LD_LIBRARY_PATH entry {via}: take it out of LD_LIBRARY_PATH" if via else
-               ", named by LD_PRELOAD: take it out of LD_PRELOAD" if path in (env.get("LD_PRELOAD") or "") else
+        via = lib.get("via") or ({"variable": "LD_LIBRARY_PATH", "entry": _dir_in(path, env.get("LD_LIBRARY_PATH"))}
+                                 if _dir_in(path, env.get("LD_LIBRARY_PATH")) else None)
+        how = (f", found through {via['variable']} entry {via['entry']}: take it out of {via['variable']}" if via else
                ": make the driver's own libcuda.so.1 the one the loader finds")
         if "/stubs/" in path or start.get("init_name") == "CUDA_ERROR_STUB_LIBRARY":
             return f"the libcuda.so.1 this job loaded is the CUDA toolkit's stub ({path}), which links programs but cannot run them{how}"
@@ -159,6 +159,18 @@ def shadowed(facts: dict | None) -> str | None:
             return (f"the job loaded {path} through LD_LIBRARY_PATH entry {via} in place of the stack's own {own[name]}: "
                     f"take {via} out of LD_LIBRARY_PATH (a module system's CUDA?), then test again")
     return None
+
+
+_NO_MEMORY = ("cannot allocate memory", "failed to map segment", "memoryerror", "out of memory", "bad_alloc", "mmap failed")
+
+
+def import_fault(facts: dict | None, message: str) -> str | None:
+    """Why a framework did not import for the environment's sake: a CUDA library loaded through LD_LIBRARY_PATH
+    in place of the stack's own, or a virtual-memory limit the import ran out of (None: the import is the stack's)."""
+    limited = _limit_fault((facts or {}).get("diagnosis") or {})
+    if limited and any(words in (message or "").lower() for words in _NO_MEMORY):
+        return limited
+    return shadowed(facts)
 
 
 def env_fault(facts: dict | None) -> str | None:

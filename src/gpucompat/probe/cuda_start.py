@@ -40,10 +40,23 @@ def _mapped_libcuda():
                         path = path[:-len(" (deleted)")]
                     if os.path.basename(path).startswith("libcuda.so") and all(f["path"] != path for f in found):
                         match = _VERSION.search(os.path.realpath(path))
-                        found.append({"path": path, "version": match.group(1) if match else None})
+                        found.append({"path": path, "version": match.group(1) if match else None, "via": _via(path)})
     except OSError:
         pass
     return found
+
+
+def _via(path):
+    """How the loader came to PATH: the LD_PRELOAD entry or the LD_LIBRARY_PATH entry whose libcuda.so.1 is it
+    (maps name the file itself, a module system's directory names it through a link), or None."""
+    real = os.path.realpath(path)
+    for variable, entries in (("LD_PRELOAD", re.split(r"[:\s]+", os.environ.get("LD_PRELOAD", ""))),
+                              ("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", "").split(":"))):
+        for entry in entries:
+            candidate = entry if variable == "LD_PRELOAD" else os.path.join(entry, "libcuda.so.1")
+            if entry and os.path.exists(candidate) and os.path.realpath(candidate) == real:
+                return {"variable": variable, "entry": entry}
+    return None
 
 
 def kernel_module():

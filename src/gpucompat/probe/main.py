@@ -92,7 +92,9 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
     watch = starter = None
     try:
         save()
-        if "device" in stages:  # cuInit without the framework, beside its import: may CUDA start here at all?
+        # cuInit without the framework, beside its import: may CUDA start here at all? GPUCOMPAT_CUDA_START=0
+        # leaves it out: benchmarks/check_latency.py measures what it costs.
+        if "device" in stages and os.environ.get("GPUCOMPAT_CUDA_START") != "0":
             starter = Starter(result).begin()
         # NVML starts beside the framework's import; its first snapshot precedes the device stage.
         # GPUCOMPAT_GPU_STATE=0 leaves it out: benchmarks/check_latency.py measures what it costs.
