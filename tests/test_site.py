@@ -1,7 +1,7 @@
 """`gpucompat report --site DIR`: the static compatibility site, from real GPU stores (docs/evidence) joined by bundles,
 with a stack and a GPU class named in HTML; escaped, offline, whole without JavaScript, and driven in a real Chromium.
 
-GPUCOMPAT_SCREENSHOTS=docs writes the screenshots the README shows (docs/site-index.png, docs/site-stack.png).
+The README's pictures come from a real sweep instead (docs/evidence/site_screenshots.py), never from these test payloads.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_the_source_filter_and_a_second_run(published, tmp_path):
 def test_the_site_in_headless_chromium(published, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright is part of the test extra")
     _url, site = published
-    shots = REPO / "docs" if os.environ.get("GPUCOMPAT_SCREENSHOTS") == "docs" else tmp_path
+    shots = tmp_path  # never into docs/: its pictures come from a real sweep (docs/evidence/site_screenshots.py)
     requests, dialogs = [], []
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
