@@ -428,6 +428,10 @@ def _not_the_stack(facts: dict, stage: str, record: dict, evidence: dict) -> Out
         return untested(stage, "env-fault", fault, evidence) if fault else None
     if record.get("facts", {}).get("cuda_build") is False:
         return None
+    device = facts.get("stages", {}).get("device") or {}
+    if stage != "device" and device.get("ok"):  # the framework saw a GPU: CUDA started, whatever the probe's own call met
+        fault = cuda_start.shadowed(facts)
+        return untested(stage, "env-fault", fault, evidence) if fault else None
     gone = cuda_start.no_gpu(facts)
     if gone:
         return untested(stage, "no-gpu", gone, evidence)

@@ -28,6 +28,7 @@ from pathlib import Path
 from ..model import BenchSpec, Timeouts
 from ..probe_build import probe_pyz
 from ..quoting import shell_word
+from . import rungs
 from .base import pin_gpu, probe_arguments
 
 # Every job process runs in its own session (so one kill reaches all it started) behind this
@@ -81,6 +82,7 @@ def start(framework: str, timeouts: Timeouts, bench: BenchSpec | None, device: s
     env = {**os.environ, "GPUCOMPAT_JOB_DIR": str(path)}
     if device is not None:
         pin_gpu(env, device)
+        env.update(rungs.probe_env(sys.executable, device, framework))
     with (path / "stdout.log").open("w") as out, (path / "stderr.log").open("w") as err:
         proc = subprocess.Popen(watched(["/bin/sh", str(path / "run.sh")]), stdout=out, stderr=err, env=env, start_new_session=True)
     atexit.register(end_all)

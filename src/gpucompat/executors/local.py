@@ -31,7 +31,7 @@ from ..envs.uv import uv_bin
 from ..model import Cell, Observation
 from ..paths import cache_dir
 from ..quoting import shell_comment
-from . import early
+from . import early, rungs
 from .base import (DONE, INSTALLING, READY_MARKER, RUNNING, SHARED_PROBE, WAITING, JobDir, JobSettings, new_job_dir, pin_gpu, probe_arguments,
                    probe_command, sweep_probe, tail)
 from .early import kill_group, watched
@@ -271,8 +271,11 @@ class LocalExecutor:
         if job.cell.stack.env == "current":
             adopted = early.take(early.key(job.cell.stack.framework, job.interpreter, self.timeouts, self.bench,
                                            None if device.startswith("cpu") else device))
+        remembered = job.cell.stack.env == "current" and not device.startswith("cpu")  # what it passed here is kept
         if adopted is None:
             early.end_all()  # one started for another job would share its GPU: never two probes on one GPU
+            if remembered:
+                env.update(rungs.probe_env(job.interpreter, device, job.cell.stack.framework))
         folder = adopted.path if adopted else job.path  # an early probe writes into its own directory until it ends
         result_path = folder / "result.json"
         began = adopted.began if adopted else time.monotonic()
@@ -325,6 +328,8 @@ class LocalExecutor:
         except (OSError, ValueError):
             pass
         code = proc.returncode
+        if remembered and timed_out_stage is None:
+            rungs.remember(job.interpreter, device, job.cell.stack.framework, facts)
         return Observation(
             facts=facts, returncode=code, signal=-code if code is not None and code < 0 else None,
             timed_out_stage=timed_out_stage, stderr=tail(job.path / "stderr.log"),

@@ -2,6 +2,8 @@
 stops the ladder and gives the stage its error or reason (see the package's docstring).
 """
 
+import json
+import os
 import time
 
 from .records import _checkpoint, _error
@@ -72,12 +74,25 @@ def finish_ladder(facts, failed=None):
         raise RungFailed(failed)
 
 
+def _cached():
+    """{rung: sentence}: the rungs an earlier check passed in this environment on this GPU and driver, handed
+    over by gpucompat (executors/rungs.py) so that they are not run again."""
+    try:
+        found = json.loads(os.environ.get("GPUCOMPAT_CACHED_RUNGS") or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def ladder(facts, rungs):
     """rungs: [(name, body)] in order; stops at the first that fails."""
-    failed = None
+    failed, cached = None, _cached()
     for name, body in rungs:
         if failed is not None:
             skip_rung(facts, name, "not run: the %s rung failed" % failed["name"])
+            continue
+        if name in cached:
+            facts.setdefault("rungs", []).append({"name": name, "ok": True, "cached": str(cached[name]), "duration_s": 0.0})
             continue
         rung = run_rung(facts, name, body)
         if rung["ok"] is False:
