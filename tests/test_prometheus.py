@@ -11,8 +11,11 @@ import shutil
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_cli
+from gpucompat.analysis import classify, untested
 from gpucompat.bench import present
+from gpucompat.discover.local import NO_GPU
+from gpucompat.model import UNTESTED_CAUSES, Observation, Outcome, ResolvedStack, Stack, Target
 from gpucompat.report.prometheus import FAMILIES, to_prometheus
 from gpucompat.report.rows import display_row
 
@@ -173,7 +176,9 @@ def test_families_without_samples_keep_help_and_type():
     for name in FAMILIES:
         assert f"# HELP {name} " in text and f"# TYPE {name} gauge" in text
     assert [n for n, f in families(text).items() if f.samples] == ["gpucompat_sweep_info", "gpucompat_sweep_created_timestamp_seconds",
-                                                                    "gpucompat_sweep_finished_timestamp_seconds"]
+                                                                    "gpucompat_sweep_finished_timestamp_seconds", "gpucompat_sweep_untested_cells"]
+    # the count of cells that could not be tested: 0 for every cause gpucompat knows, so an alert on one has a series
+    assert {s.labels["cause"]: s.value for s in samples(text, "gpucompat_sweep_untested_cells")} == dict.fromkeys(UNTESTED_CAUSES, 0.0)
     assert text.endswith("\n")
 
 
@@ -236,3 +241,84 @@ def test_the_stored_h200_bench_sweep_as_the_cli_exports_it(tmp_path):
              if s.labels["measurement"] == "matmul"}
     assert 0.6 < share[("torch", "bf16")] < 0.75  # 676 of the H200's 989.5 dense bf16 TFLOP/s
     assert {s.labels["gpu"] for s in up} == {H200}
+
+
+# --- a sweep on a machine without a GPU (issue 34 item 2) ---
+# Real SQLite stores written through Store, as a sweep writes them (analysis.classify for the resolve failures,
+# analysis.untested for the jobs that found no GPU), exported by the real command.
+
+NO_WHEELS = ("error: No solution found when resolving dependencies\n  cause: Because torch==2.4.1 has no wheels with a matching "
+             "Python ABI tag (e.g., `cp313`) and you require torch==2.4.1, we can conclude that your requirements are unsatisfiable.")
+A40 = Target("NVIDIA A40", "8.6", "550.54.15", count=2)
+H100 = Target("NVIDIA H100 80GB HBM3", "9.0", "580.159.04", count=1)
+
+
+def _predict(resolved, target):
+    return {"verdict": "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []}
+
+
+def _cuda(version: str) -> ResolvedStack:
+    return ResolvedStack(Stack("cuda-runtime", version, "default", "3.11", "uv"), True, cuda_runtime=version)
+
+
+def _exported(tmp_path, targets, resolved, outcome) -> str:
+    from gpucompat.store import Store
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(url)
+    sweep = store.create_sweep("quick", "sweep", "", None, {}, targets, resolved, _predict)
+    for cell in store.cells_of(sweep):
+        store.record_result(cell.id, classify(cell.resolved, None) if not cell.resolved.ok else outcome(cell), Observation({}))
+    store.finish_sweep(sweep, "done")
+    store.close()
+    text = run_cli("results", "--db", url, "--format", "prometheus", check=0).stdout
+    for line in text.splitlines():
+        assert line.startswith("# ") or SAMPLE.match(line), line
+    families(text)  # parses
+    return text
+
+
+def test_cells_where_no_gpu_was_visible_are_labelled_with_no_gpu(tmp_path):
+    """The README's first command on a machine without a GPU: 1 invalid, 4 could not test, all on the stand-in target
+    "no GPU visible", which is no GPU class: its cells have empty gpu, cc and driver labels in every family."""
+    not_installed = ResolvedStack(Stack("torch", "installed", "installed", "current", "current"), False,
+                                  error="no torch in /usr/bin/python3", cause="not-installed")
+    torch_241 = ResolvedStack(Stack("torch", "2.4.1", "default", "3.13", "uv"), False, error=NO_WHEELS)
+    text = _exported(tmp_path, [NO_GPU], [_cuda("11.8"), _cuda("12.4"), _cuda("13.0"), torch_241, not_installed],
+                     lambda cell: untested("device", "no-gpu", "no kernel module, no libcuda.so.1", {}))
+    assert "no GPU visible" not in text
+    every = [s for f in parser.text_string_to_metric_families(text) for s in f.samples if "framework" in s.labels]
+    assert len(every) == 6 and all((s.labels["gpu"], s.labels["cc"], s.labels["driver"]) == ("", "", "") for s in every)
+    untested_cells = sorted((s.labels["framework"], s.labels["version"], s.labels["cause"]) for s in samples(text, "gpucompat_cell_untested"))
+    assert untested_cells == [("cuda-runtime", "11.8", "no-gpu"), ("cuda-runtime", "12.4", "no-gpu"), ("cuda-runtime", "13.0", "no-gpu"),
+                              ("torch", "not installed", "not-installed")]
+    # the invalid verdict reached before any GPU is still down, on no GPU
+    assert [(s.labels["version"], s.value) for s in samples(text, "gpucompat_cell_up")] == [("2.4.1", 0.0)]
+    assert [(s.labels["code"], s.labels["stage"]) for s in samples(text, "gpucompat_cell_code")] == [("ENV_UNRESOLVABLE", "resolve")]
+    counts = {s.labels["cause"]: s.value for s in samples(text, "gpucompat_sweep_untested_cells")}
+    assert counts == {**dict.fromkeys(UNTESTED_CAUSES, 0.0), "no-gpu": 3.0, "not-installed": 1.0}
+
+
+def test_a_declared_class_whose_jobs_found_no_gpu_keeps_its_name_and_an_old_no_device_is_no_gpu(tmp_path):
+    """A class the plan declared keeps its name (its jobs were sent to it, and found no GPU: what an admin looks at); on
+    the stand-in, a NO_DEVICE stored before the cause no-gpu existed says nothing of the stack; an unknown cause (a
+    bundle's) is counted as it is, escaped."""
+    odd = 'odd "cause"\\n'
+
+    def outcome(cell):
+        if cell.target.name == A40.name:
+            return untested("device", "no-gpu", "CUDA_VISIBLE_DEVICES is empty in the job", {})
+        if cell.target.name == NO_GPU.name:
+            return Outcome("NO_DEVICE", "device", "CUDA sees no GPU in this process")
+        if cell.resolved.stack.version == "12.4":
+            return Outcome("UNTESTED", "install", "a bundle's cell", {"cause": odd})
+        return Outcome("PASS", "compute", "ran")
+
+    text = _exported(tmp_path, [H100, A40, NO_GPU], [_cuda("12.4"), _cuda("13.0")], outcome)
+    cells = {(s.labels["version"], s.labels["gpu"]): s.labels["cause"] for s in samples(text, "gpucompat_cell_untested")}
+    assert cells == {("12.4", A40.name): "no-gpu", ("13.0", A40.name): "no-gpu", ("12.4", ""): "no-gpu", ("13.0", ""): "no-gpu",
+                     ("12.4", H100.name): odd}
+    assert [(s.labels["version"], s.labels["gpu"], s.value) for s in samples(text, "gpucompat_cell_up")] == [("13.0", H100.name, 1.0)]
+    assert "NO_DEVICE" not in text and "no GPU visible" not in text
+    counts = {s.labels["cause"]: s.value for s in samples(text, "gpucompat_sweep_untested_cells")}
+    assert counts["no-gpu"] == 4.0 and counts[odd] == 1.0 and sum(counts.values()) == 5.0

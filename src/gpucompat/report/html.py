@@ -3,7 +3,12 @@
 Jinja2 with autoescape: every captured text (error messages, logs, names) is escaped.
 A matrix per framework (rows: version/variant/Python/env; columns: GPU classes), each
 cell coloured by its code with the evidence and the prediction one click away
-(<details>, so it works without JavaScript). With bench figures, a Benchmarks section: the
+(<details>, so it works without JavaScript). Only real GPU classes are columns and only stacks with
+something besides cells that could not be tested are rows (the rules of report --site, site.py): the
+stand-in target of a machine without a GPU, and a class whose every job found no GPU, are no column; the
+cells that could not be tested (UNTESTED, with a cause) are listed apart, grouped by cause with its
+sentence, and counted apart in the summary; a verdict reached off any GPU class (an unresolvable stack
+swept where no GPU was visible) is listed as reached before any GPU, and counted invalid. With bench figures, a Benchmarks section: the
 matrix-product throughput and a trend across framework versions as inline SVG (report/charts.py),
 and a table of every figure; where measured, sharing one GPU among N processes, data-parallel
 scaling over N GPUs (chart and table) and NVML telemetry per cell, each in its own sub-section.
@@ -20,6 +25,7 @@ from .. import __version__
 from ..model import PASS, UNTESTED
 from ..quoting import printable
 from .rows import display_row, is_surprise, seed_table, troubled_gpus
+from .site import _apart, _apart_cause, _is_gpu_class
 
 PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING", "UNTESTED"}
 
@@ -98,6 +104,35 @@ def _bench(bench_rows: list[dict] | None, telemetry: list[dict] | None = None, m
             "telemetry": series, "profiles": _profiles(list(profiles))}
 
 
+def _column(row: dict) -> str:
+    return f"{row['gpu']} (CC {row['cc'] or '?'}, driver {row['driver'] or '?'})"
+
+
+def _stack(row: dict) -> tuple:
+    return (row["framework"], row["version"], row["variant"], row["python"], row["env"], row.get("image") or "")
+
+
+def _placed(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """The rows of real GPU classes and real stacks (the matrices), the verdicts reached off any GPU class (before any
+    GPU), and the cells that could not be tested (each row's "apart": its cause, or None for a verdict or a pending cell).
+
+    A column is a real GPU class (site._is_gpu_class): not the stand-in target of a machine without a GPU, nor a target
+    whose every job that went past resolving found no GPU. A stack is a matrix row only where it has something besides
+    cells that could not be tested (a verdict, or a cell still pending); inside a real class and stack such a cell keeps
+    its mark. Off any class, a failure at a stage that needs a GPU (a NO_DEVICE stored before the cause no-gpu) is no-gpu."""
+    by_column: dict[str, list[dict]] = {}
+    for row in rows:
+        by_column.setdefault(_column(row), []).append(row)
+    real = {column for column, mine in by_column.items() if _is_gpu_class((mine[0]["gpu"], mine[0]["cc"]), mine)}
+    for row in rows:
+        row["on_class"] = _column(row) in real
+        row["apart"] = _apart_cause(row, row["on_class"])
+    stacks = {_stack(r) for r in rows if r["apart"] is None}
+    grid = [r for r in rows if r["on_class"] and _stack(r) in stacks]
+    before = [r for r in rows if not r["on_class"] and r["apart"] is None and r["code"] != "PENDING"]
+    return grid, before, [r for r in rows if r["apart"] is not None]
+
+
 def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = None, telemetry: list[dict] | None = None,
            mig_reference: list[dict] = (), profiles: list[dict] = ()) -> str:
     """The report of one sweep; `bench_rows` (store.bench_rows, as bench.present shows them) adds its benchmark
@@ -105,26 +140,28 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
     other sweeps' figures of whole GPUs that this sweep's MIG instances are set against, `profiles` (store.profiles)
     each cell's profiling window."""
     rows = [_row(r) for r in raw_rows]
+    grid, before, apart = _placed(rows)
     done = [r for r in rows if r["code"] != "PENDING"]
-    valid = [r for r in done if r["code"] == PASS]
-    untested = [r for r in done if r["code"] == UNTESTED]
-    invalid = [r for r in done if r["code"] not in (PASS, UNTESTED)]
+    verdicts = [r for r in done if r["apart"] is None]
+    valid = [r for r in verdicts if r["code"] == PASS]
+    invalid = [r for r in verdicts if r["code"] != PASS]
+    untested = _apart(apart, len(apart))  # every cell that could not be tested, by cause, with its sentence and its own words
     matrices = []
-    for framework in sorted({r["framework"] for r in rows}):
-        mine = [r for r in rows if r["framework"] == framework]
-        columns = sorted({f"{r['gpu']} (CC {r['cc'] or '?'}, driver {r['driver'] or '?'})" for r in mine})
+    for framework in sorted({r["framework"] for r in grid}):
+        mine = [r for r in grid if r["framework"] == framework]
+        columns = sorted({_column(r) for r in mine})
         lines: dict[str, list] = {}
         for r in mine:
-            label = f"{r['version']} [{r['variant']}] py{r['python']} {r['env']}"
-            column = columns.index(f"{r['gpu']} (CC {r['cc'] or '?'}, driver {r['driver'] or '?'})")
-            lines.setdefault(label, [None] * len(columns))[column] = r
+            label = f"{r['version']} [{r['variant']}] py{r['python']} {r['env']}" + (f" {r['image']}" if r.get("image") else "")
+            lines.setdefault(label, [None] * len(columns))[columns.index(_column(r))] = r
         matrices.append({"framework": framework, "columns": columns,
                          "lines": [{"label": label, "cells": cells} for label, cells in lines.items()]})
     environment = Environment(loader=PackageLoader("gpucompat.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     template = environment.get_template("report.html.j2")
     created = datetime.datetime.fromtimestamp(sweep["created_at"]).strftime("%Y-%m-%d %H:%M")
-    counts = {"cells": len(rows), "valid": len(valid), "invalid": len(invalid), "untested": len(untested), "pending": len(rows) - len(done),
-              "surprises": sum(r["surprise"] for r in rows), "predicted": sum(1 for r in done if r["observed"] is False)}
-    return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices,
-                           surprises=[r for r in rows if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
-                           untested=untested, troubled=troubled_gpus(untested), bench=_bench(bench_rows, telemetry, mig_reference, profiles))
+    counts = {"cells": len(rows), "valid": len(valid), "invalid": len(invalid), "untested": len(apart), "pending": len(rows) - len(done),
+              "surprises": sum(r["surprise"] for r in verdicts), "predicted": sum(1 for r in done if r["observed"] is False)}
+    return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices, before=before,
+                           surprises=[r for r in verdicts if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
+                           untested=untested, troubled=troubled_gpus([r for r in apart if r["code"] == UNTESTED]),
+                           bench=_bench(bench_rows, telemetry, mig_reference, profiles))

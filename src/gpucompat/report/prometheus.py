@@ -8,7 +8,13 @@ What is a sample and what is not:
   (--skip-predicted-failures) are no fact about the stack, so they have no sample there.
 - gpucompat_cell_code is 1 for every cell with a verdict, observed or predicted (label observed), so a
   table can show the code and the stage; gpucompat_cell_untested is 1 for each cell that could not be
-  tested, with its cause.
+  tested, with its cause, and gpucompat_sweep_untested_cells counts them by cause (0 for every cause
+  gpucompat knows that no cell had, so an alert on one cause has a series to read).
+- A cell of the stand-in target that a sweep on a machine without a GPU runs on (discover/local.py's
+  NO_GPU, "no GPU visible": no compute capability) is on no GPU: its gpu, cc and driver labels are
+  empty, never "no GPU visible" as if that were a GPU class. There, a failure at a stage that needs a
+  GPU (a NO_DEVICE stored before the cause no-gpu existed) is no verdict on the stack: it is
+  gpucompat_cell_untested with cause no-gpu, as in the HTML report and the site.
 - A bench figure says what it was measured under with low-cardinality series beside its value:
   gpucompat_bench_contended (1: another process computed on the GPU meanwhile, so the value is not the
   stack's alone; the processes themselves, pids and names, are in `results --bench --json`, not labels),
@@ -28,8 +34,10 @@ from __future__ import annotations
 
 import math
 
-from ..model import PASS, UNTESTED
+from ..discover.local import NO_GPU
+from ..model import PASS, UNTESTED, UNTESTED_CAUSES
 
+GPU_STAGES = ("device", "compute", "bench")  # the rungs that need a GPU to be there
 CELL_LABELS = ("framework", "version", "variant", "python", "env", "gpu", "cc", "driver")
 BENCH_LABELS = CELL_LABELS + ("measurement", "dtype", "unit", "processes")  # processes: sharing one GPU, or GPUs in a scaling run
 MISSING_LABELS = CELL_LABELS + ("measurement", "dtype", "processes")  # a figure not made has no unit
@@ -41,7 +49,8 @@ FAMILIES = {
     "gpucompat_sweep_finished_timestamp_seconds": "When the sweep finished, in seconds since the Unix epoch (no sample while it runs).",
     "gpucompat_cell_up": "1 if the stack passed on this GPU class, 0 if it failed (observed verdicts only; untested, pending and predicted cells have no sample).",
     "gpucompat_cell_code": "1 for each cell with a verdict: its code and the stage it reached; observed=false where the verdict was predicted, not run.",
-    "gpucompat_cell_untested": "1 for each cell that could not be tested (no verdict), with the cause.",
+    "gpucompat_cell_untested": "1 for each cell that could not be tested (no verdict), with the cause; gpu, cc and driver are empty where the sweep found no GPU at all.",
+    "gpucompat_sweep_untested_cells": "How many cells of the sweep could not be tested (no verdict), by cause; 0 for each known cause that no cell had.",
     "gpucompat_bench_value": "A bench figure of the stack on this GPU class, in the unit of its label (median of the repetitions).",
     "gpucompat_bench_spread": "The interquartile range of a bench figure's repetitions, in the unit of its label.",
     "gpucompat_bench_share_of_peak": "A bench figure as a share of the GPU's datasheet dense peak (0 to 1), where that peak is known.",
@@ -109,19 +118,25 @@ def to_prometheus(sweep: dict, rows: list[dict], bench_rows: list[dict]) -> str:
     families["gpucompat_sweep_created_timestamp_seconds"].add((), sweep.get("created_at"))
     families["gpucompat_sweep_finished_timestamp_seconds"].add((), sweep.get("finished_at"))
 
-    for row in _latest(rows, CELL_LABELS):
+    untested = dict.fromkeys(UNTESTED_CAUSES, 0)
+    for row in _latest([_placed(r) for r in rows], CELL_LABELS):
         code = row.get("code") or "PENDING"
         labels = _labels(row, CELL_LABELS)
         if code == "PENDING":
             continue
         if code == UNTESTED:
-            families["gpucompat_cell_untested"].add(labels + (("cause", str(row.get("cause") or "")),), 1)
+            cause = str(row.get("cause") or "")
+            families["gpucompat_cell_untested"].add(labels + (("cause", cause),), 1)
+            untested[cause] = untested.get(cause, 0) + 1
             continue
         observed = row.get("observed") is not False  # None (an older row) counts as observed, as the store's default does
         if observed:
             families["gpucompat_cell_up"].add(labels, 1 if code == PASS else 0)
         families["gpucompat_cell_code"].add(
             labels + (("code", code), ("stage", str(row.get("stage") or "")), ("observed", "true" if observed else "false")), 1)
+
+    for cause, count in untested.items():
+        families["gpucompat_sweep_untested_cells"].add((("cause", cause),), count)
 
     for row in _latest(bench_rows, BENCH_LABELS):
         if row.get("value") is None:  # not made: its reason, and no value, spread or condition
@@ -144,6 +159,17 @@ def to_prometheus(sweep: dict, rows: list[dict], bench_rows: list[dict]) -> str:
             text = ",".join(f'{key}="{escape_label(val)}"' for key, val in labels)
             lines.append(f"{name}{{{text}}} {format_value(value)}" if text else f"{name} {format_value(value)}")
     return "\n".join(lines) + "\n"
+
+
+def _placed(row: dict) -> dict:
+    """A cell of the stand-in target (no GPU was visible) with empty gpu, cc and driver labels; there, a failure at a
+    stage that needs a GPU is could-not-test no-gpu (a store from before that cause existed)."""
+    if row.get("gpu") != NO_GPU.name or row.get("cc"):
+        return row
+    row = {**row, "gpu": "", "cc": "", "driver": ""}
+    if row.get("code") not in (None, "PENDING", PASS, UNTESTED) and row.get("stage") in GPU_STAGES:
+        row.update(code=UNTESTED, cause="no-gpu")
+    return row
 
 
 def _latest(rows: list[dict], names: tuple[str, ...]) -> list[dict]:
