@@ -251,6 +251,7 @@ def test_doctor_judges_the_mig_instance_cuda_visible_devices_names(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(A100))
     monkeypatch.setattr(doctor, "installed", lambda fw: ("13.0.0", None) if fw == "cuda-runtime" else None)
     monkeypatch.setattr(doctor, "_import_facts", lambda fw: {"version": "13.0.0", "cuda_runtime": "13.0"})
+    monkeypatch.setattr(doctor, "_cuda_start", lambda: {"init": 0, "count": 1})  # the recorded node's CUDA started
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", MIG1)
     report = doctor.doctor()
     assert [(v["gpu"], v["cc"]) for v in report["verdicts"]] == [("A100-SXM4-40GB MIG 3g.20gb", "8.0")]

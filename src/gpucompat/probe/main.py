@@ -11,11 +11,8 @@ import signal
 import time
 import warnings
 
-from .adapter_cuda_runtime import CudaRuntime
-from .adapter_cupy import CuPy
-from .adapter_jax import Jax
-from .adapter_tensorflow import TensorFlow
-from .adapter_torch import Torch
+import importlib
+
 from .bench import Unsupported
 from .cuda_start import Starter, env_libraries, limits
 from .gpustate import Watch
@@ -23,12 +20,22 @@ from .ladder import RungFailed, StageFailed
 from .records import _HOOKS, LOG, PROBE_VERSION, STAGES, RecordLog, _error, loaded_libraries, system_facts, write
 from .sharing import SHARE_WINDOW_S
 
-ADAPTERS = {"torch": Torch, "tensorflow": TensorFlow, "jax": Jax, "cupy": CuPy, "cuda-runtime": CudaRuntime}
+# framework -> "module:class", imported only for the framework a job tests (a job never needs the other four)
+ADAPTERS = {"torch": "adapter_torch:Torch", "tensorflow": "adapter_tensorflow:TensorFlow", "jax": "adapter_jax:Jax",
+            "cupy": "adapter_cupy:CuPy", "cuda-runtime": "adapter_cuda_runtime:CudaRuntime"}
+
+
+def new_adapter(framework):
+    found = ADAPTERS[framework]
+    if isinstance(found, str):
+        module, name = found.split(":")
+        found = getattr(importlib.import_module("." + module, __package__), name)
+    return found()
 
 
 def share_child(framework, spec, result_path):
     """One of N processes sharing the GPU (--share-child): ready, wait, run, report."""
-    adapter = ADAPTERS[framework]()
+    adapter = new_adapter(framework)
     report = {"pid": os.getpid(), "started_at": time.time()}
     try:
         handle = adapter.import_({})
@@ -66,7 +73,7 @@ def run(framework, result_path, stages=STAGES, stage_timeouts=None, bench_config
     result.json already names the stage that was running. bench_config: the bench stage's
     measurements, dtypes, size and repetitions (BENCH_DEFAULTS fills what it leaves out)."""
     stage_timeouts = stage_timeouts or {}
-    adapter = ADAPTERS[framework]()
+    adapter = new_adapter(framework)
     adapter.bench_config, adapter.import_seconds = bench_config, 0.0
     result = {
         "probe_version": PROBE_VERSION,
