@@ -187,9 +187,13 @@ class ProcessSamples:
         return INSUFFICIENT_SIZE
 
 
-GRACE_S = 1.0     # the longest per-process sampling period NVML gives (1/6 s to 1 s): a late sample is waited for this long at most
+# On the lent H100 (driver 580.159.04) a process computing beside the probe had a sample every 0.2 s, given 0.0-0.25 s
+# after its stamp, while the probe's own process (a smaller share) had its newest stamp up to 1.7 s behind.
+GRACE_S = 2.0     # how long end() waits for the sample that covers a figure's end of a process seen computing lately
+HOLDER_WAIT_S = 0.3  # ... and of one that holds a compute context but has not computed lately (no sample since)
 MARGIN_S = 1.0    # a sample stamped this long before a figure's start or after its end counts for the figure
-LOOKBACK_S = 2.0  # each read asks for the samples newer than the newest stamp seen less this: no process's late sample is passed over
+LOOKBACK_S = 3.0  # a process whose newest sample is this much behind the newest of all no longer holds the reads back
+WIDE_EVERY = 5    # every 5th read reaches LOOKBACK_S back, for a process not sampled lately (new, or trailing further)
 EPOCH_US = 10 ** 15  # a stamp above this is microseconds since 1970 (NVML's "CPU timestamp"); below it, another clock, anchored to ours
 KEPT_SAMPLES = 100000
 
@@ -197,15 +201,20 @@ KEPT_SAMPLES = 100000
 class Contention:
     """Which other processes computed on the GPU while a figure was measured, from NVML's per-process samples.
 
-    poll() reads them (the telemetry thread at 10 Hz, begin() and end() once more; one NVML call each) and keeps
-    each with its own timestamp. NVML stamps each process's sample at its own time and gives it up to a sampling
-    period late, so a read asks for the samples newer than the newest stamp seen less LOOKBACK_S (a single "last
-    seen" across processes passed over the late ones of whichever process trailed), and a sample is new where it
-    is newer than the last one of its own process. A figure's record holds the samples stamped in its window
-    widened by MARGIN_S on either side; end() reads once more and, where another process holds a compute context
-    or was seen computing and the figure is not already contended, waits (at most GRACE_S) until each such
-    process has a sample stamped after the window's end. A process is the probe's own when it is this process or
-    one of its descendants (share children, torchrun workers) at the time it is first seen, while it runs.
+    poll() reads them, one NVML call each (the telemetry thread at 10 Hz, begin() and end() twice more), and keeps
+    each with its own timestamp. NVML stamps each process's sample at its own time, and one process's newest stamp
+    can trail another's by more than a second: a read asking for the samples newer than the newest stamp seen
+    passes over the trailing process's samples. So a read asks for those newer than the oldest "newest stamp" of
+    the processes sampled in the last LOOKBACK_S, and a sample is new where it is newer than the last one of its
+    own process. Every WIDE_EVERY-th read (and one at each figure's start and end) asks from LOOKBACK_S back and
+    takes only the processes not sampled lately, whose first samples a narrow read would pass over; NVML's value
+    is a share of the time since lastSeen (asked from further back, a process at 99 % in each sample reads 80 %),
+    so the narrow reads give the others'. A figure's record holds the samples stamped in its window widened by
+    MARGIN_S on either side; end() reads once more and, where another process holds a compute context or was seen
+    computing and the figure is not already contended, waits until each such process has a sample stamped after
+    the window's end (at most GRACE_S for one seen computing within LOOKBACK_S of the figure's start, HOLDER_WAIT_S
+    for one that only held memory since). A process is the probe's own when it is this process or one of its
+    descendants (share children, torchrun workers) at the time it is first seen, while it runs.
 
     end() -> {"processes": [{"pid", "name", "own", "samples", "sm_pct_mean", "sm_pct_max", "mem_pct_mean",
               "mem_pct_max", "used_mib"}], "samples": n, "own_seen": bool, "error": None or why,
@@ -217,11 +226,15 @@ class Contention:
         self.reader = ProcessSamples(nvml.lib, nvml.handle)
         self.newest_us, self.last_us, self.offset_us, self.polls = 0, {}, None, 0
         self.samples, self.window, self.mine, self.error, self.others_computed = [], None, {}, None, False
+        self.computing = set()  # the other processes seen computing (SM above 0) in this bench
 
-    def poll(self):
+    def poll(self, wide=False):
         with self.lock:
             self.polls += 1
-            got = self.reader.read(max(0, self.newest_us - int(LOOKBACK_S * 1e6)))
+            horizon = self.newest_us - LOOKBACK_S * 1e6
+            recent = set(pid for pid, stamp in self.last_us.items() if stamp >= horizon)
+            wide = wide or not recent or self.polls % WIDE_EVERY == 0
+            got = self.reader.read(max(0, int(horizon)) if wide else min(self.last_us[pid] for pid in recent))
             if not isinstance(got, list):
                 self.error = "NVML gives no per-process samples here (nvmlDeviceGetProcessUtilization: %s)" % got
                 return
@@ -232,13 +245,14 @@ class Contention:
             self.newest_us = max(self.newest_us, max(stamps))
             if max(stamps) < EPOCH_US:  # not NVML's documented clock: anchored to ours at the read least behind it
                 self.offset_us = min(self.offset_us if self.offset_us is not None else now_us, now_us - max(stamps))
-            new = [s for s in got if s[1] > self.last_us.get(s[0], 0)]
+            new = [s for s in got if s[1] > self.last_us.get(s[0], 0) and not (wide and s[0] in recent)]
             if not new:
                 return
             for pid, stamp, _sm, _mem in new:
                 self.last_us[pid] = max(stamp, self.last_us.get(pid, 0))
             self._classify(set(s[0] for s in new))
-            self.others_computed = self.others_computed or any(sm > 0 and not self.mine.get(pid) for pid, _s, sm, _m in new)
+            self.computing.update(pid for pid, _s, sm, _m in new if sm > 0 and not self.mine.get(pid))
+            self.others_computed = bool(self.computing)
             self.samples.extend((pid, self._seconds(stamp), sm, mem) for pid, stamp, sm, mem in new)
             self._prune(now_us / 1e6)
 
@@ -264,6 +278,7 @@ class Contention:
     def begin(self, running=None):
         """running: {pid: used_mib} of the compute processes on the GPU now (gpustate.processes), or None."""
         self.poll()
+        self.poll(wide=True)
         with self.lock:
             self.window = {"start": time.time(), "running": dict(running or {})}
 
@@ -272,12 +287,14 @@ class Contention:
         value is compared with nothing, so it does not wait)."""
         ended = time.time()
         self.poll()
+        self.poll(wide=True)
         window = self.window or {"start": ended, "running": {}}
         running = running or {}
-        began = time.time()
-        while settle and self.error is None and time.time() - began < GRACE_S and self._awaited(window, ended, running):
+        began, wide = time.time(), False
+        while settle and self.error is None and self._awaited(window, ended, running, time.time() - began):
             time.sleep(0.05)
-            self.poll()
+            self.poll(wide=wide)
+            wide = not wide
         waited = time.time() - began
         with self.lock:
             self.window = None
@@ -313,10 +330,12 @@ class Contention:
                 row[4] = max(row[4], mem)
         return totals
 
-    def _awaited(self, window, ended, running):
+    def _awaited(self, window, ended, running, waited):
         """Whether a sample that may still come could make this figure contended: another process holds a compute
         context or has computed since the window's widened start, the figure is not contended already, and one of
-        those processes has no sample stamped after the window's end yet."""
+        those processes has no sample stamped after the window's end yet, and has been waited for less than its due
+        (GRACE_S for one seen computing within LOOKBACK_S of the window's start, HOLDER_WAIT_S for one that only held
+        memory since: NVML gives no sample of a process that did not compute)."""
         with self.lock:
             since = window["start"] - MARGIN_S
             computed = set(pid for pid, stamp, sm, _m in self.samples if sm > 0 and stamp >= since)
@@ -326,7 +345,9 @@ class Contention:
             totals = self._totals(window["start"], ended)
             if any(totals[pid][2] > 0 for pid in others if pid in totals):
                 return False
-            return any(pid not in self.last_us or self._seconds(self.last_us[pid]) < ended for pid in others)
+            last = dict((pid, self._seconds(self.last_us[pid])) for pid in others if pid in self.last_us)
+            lately = set(pid for pid in last if pid in self.computing and last[pid] >= window["start"] - LOOKBACK_S)
+            return any(last.get(pid, 0) < ended and waited < (GRACE_S if pid in lately else HOLDER_WAIT_S) for pid in others)
 
 
 TELEMETRY_PERIOD_S = 0.1
