@@ -136,6 +136,12 @@ def test_every_job_script_passes_the_bench_quoted(tmp_path, monkeypatch):
     assert """--bench '{"measurements":["matmul","copy","transfer","launch","train"],"dtypes":["bf16"],"size":8192,"repetitions":10}'""" in script
 
 
+# the probe's per-process record of a GPU to itself: without one, nobody can say whether another process computed,
+# and --fail-on-slowdown does not count the figure (issue 34 item 6)
+ALONE = {"processes": [{"pid": 4242, "name": "python3", "own": True, "samples": 4, "sm_pct_mean": 99.0, "sm_pct_max": 99,
+                        "mem_pct_mean": 30.0, "mem_pct_max": 30, "used_mib": 1698}], "samples": 4, "own_seen": True, "error": None}
+
+
 def _bench_sweep(store, bf16: float, launch_us: float) -> int:
     """A stored sweep of one torch cell on an H200 whose probe made two figures."""
     stack = Stack("torch", "2.11.0", "cu130", "3.12", "uv")
@@ -144,8 +150,9 @@ def _bench_sweep(store, bf16: float, launch_us: float) -> int:
                                lambda r, t: {"verdict": "pass", "code": None, "stage": None, "warnings": [], "reasons": []})
     facts = {"stages": {"bench": {"ok": True, "facts": {"figures": [
         {"measurement": "matmul", "dtype": "bf16", "value": bf16, "unit": "TFLOP/s", "better": "higher", "spread": 2.0,
-         "repetitions": 10, "clocks": {"before": {"throttle": []}, "after": {"throttle": ["sw_power_cap"]}}},
-        {"measurement": "launch", "dtype": "", "value": launch_us, "unit": "us", "better": "lower", "spread": 0.2, "repetitions": 200},
+         "repetitions": 10, "clocks": {"before": {"throttle": []}, "after": {"throttle": ["sw_power_cap"]}}, "contention": ALONE},
+        {"measurement": "launch", "dtype": "", "value": launch_us, "unit": "us", "better": "lower", "spread": 0.2, "repetitions": 200,
+         "contention": ALONE},
         {"measurement": "matmul", "dtype": "fp8", "unsupported": "no"},
     ]}}}}
     for cell in store.cells_of(sweep):

@@ -344,9 +344,9 @@ def test_nvml_lists_the_gpus_a_cuda_visible_devices_value_hides_and_the_verdict_
                         "device": {"ok": False, "facts": {}, "error": {"type": "CUDARuntimeError",
                                                                        "message": "cudaErrorNoDevice: no CUDA-capable device is detected"}}}}
     outcome = classify(ResolvedStack(Stack("cupy", "14.0.0", "installed", "3.12", "current"), True), Observation(facts=facts, returncode=1))
-    assert outcome.code == "NO_DEVICE" and outcome.summary == (
-        f"CUDA_VISIBLE_DEVICES={value!r} names no GPU on this machine (NVML lists 1 GPU: index 0, NVIDIA H100 80GB HBM3, "
-        "GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341): CUDA sees none")
+    assert (outcome.code, outcome.cause) == ("UNTESTED", "env-fault")  # the job's environment hid the GPU, not the stack
+    assert (f"CUDA_VISIBLE_DEVICES={value!r} names no GPU on this machine (NVML lists 1 GPU: index 0, NVIDIA H100 80GB HBM3, "
+            "GPU-19c77ad6-1006-0d65-b7ac-5e54182e8341): CUDA sees none: unset it, or name a GPU of this node") in outcome.summary
 
 
 def test_two_gpus_are_both_listed(tmp_path):
