@@ -183,6 +183,7 @@ def test_doctor_says_when_the_driver_does_not_drive_a_gpu_it_lists(monkeypatch):
 
     k80 = Gpu(0, "GPU-aaaa", "Tesla K80", "3.7", 11441, "550.54.14", "12.4")
     monkeypatch.setattr(doctor.local, "all_gpus", lambda: ([k80], "nvml"))
+    monkeypatch.setattr(doctor, "_cuda_start", lambda: {"init": 0, "count": 1})  # as that node's own cuInit answers
     monkeypatch.setattr(doctor, "gpu_state_now", lambda: None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     summary = doctor.doctor()["summary"]

@@ -107,7 +107,7 @@ def test_a_local_sweep_runs_every_cell_from_the_one_probe(isolated):
     sweep_dir = isolated / "gpucompat-runs" / "sweep-1"
     assert (sweep_dir / "probe.pyz").is_file() and not (sweep_dir / "cell-1" / "probe.pyz").exists()
     data = json.loads(run_cli("results", "--json", "--cells", check=0).stdout)
-    assert [row["code"] for row in data["invalid"]] == ["NO_DEVICE"]  # the probe ran: no driver here, said so
+    assert [row["cause"] for row in data["untested"]] == ["no-gpu"] and data["invalid"] == []  # the probe ran: no driver here, said so
 
 
 # -- work directories -------------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ def pinned(facts: dict | None, name: str) -> bool:
 def no_gpu(facts: dict | None) -> str | None:
     """Why there is no GPU here to test on (None: there is one, or the probe could not tell)."""
     system = (facts or {}).get("system") or {}
+    if "proc_driver_version" not in system and not started(facts):
+        return None  # the probe recorded nothing of the machine: nothing to say
     module = started(facts).get("kernel_module") or system.get("proc_driver_version")
     listed = gpu_state.state(facts).get("gpus")
     if not module and system.get("libcuda") is False:
@@ -189,8 +191,9 @@ def env_fault(facts: dict | None) -> str | None:
     if start.get("init") is None:
         if any(_own(lib.get("path") or "", facts) for lib in start.get("libcuda") or []):
             return None
-        return (f"this job's process cannot load libcuda.so.1 ({start.get('error') or 'not found'}) although the NVIDIA kernel module "
-                f"{start.get('kernel_module')} is loaded: the driver's user-space libraries are not on the job's library path")
+        module = f"the NVIDIA kernel module {start['kernel_module']} is loaded" if start.get("kernel_module") else "NVML lists GPUs here"
+        return (f"this job's process cannot load libcuda.so.1 ({start.get('error') or 'not found'}) although {module}: "
+                f"the driver's user-space libraries are not on the job's library path")
     if any(_own(lib.get("path") or "", facts) for lib in start.get("libcuda") or []):
         return None  # the stack brought its own libcuda (a compat package): its failure is the stack's
     why = _libcuda_fault(start, env, facts) or _node_fault(start) or _limit_fault(start)
