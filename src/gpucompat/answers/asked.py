@@ -4,8 +4,10 @@ what the user wrote), and the answer flows from it: read -> judge -> nearest -> 
 requirements file's parse (-r) and a pool's GPU classes (--pool: its discovery or its plan's targets). Only a
 question read without error is answered, and only then is the store asked for what it observed.
 
-What is assumed is said: a Python not given is this interpreter's; a bare driver branch (`--driver 550`) is read
-as the newest release of that branch the knowledge names (every release of a production branch reports the
+What is assumed is said: a Python not given is this interpreter's for a question about this machine, and, for one
+about another (--gpu, --cc, --driver or --pool), the newest Python the release has Linux wheels for (the wheel
+tables know which; this interpreter's says nothing of the other machine); a bare driver branch (`--driver 550`) is
+read as the first release of that branch the knowledge names (every release of a production branch reports the
 branch's one CUDA version, so the CUDA it supports is the branch's); what is not given of the GPU and driver is
 this machine's (target.where).
 """
@@ -20,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..knowledge import tables
-from ..knowledge.rules import branch_releases
+from ..knowledge.rules import branch_releases, wheel_pythons
 from ..model import EXECUTORS, Target
 from ..plan import PYTHON_VERSION, load_plan
-from .questions import Question, framework_name
+from .questions import Question, framework_name, release_of, spec_text
 from .questions import read as read_stack
 from .target import where
 
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 # only a test needs the probe, which runs on 3.8 and newer.
 QUESTION_PYTHON = re.compile(r"3\.([6-9]|1[0-5])", re.ASCII)
 BARE_BRANCH = re.compile(r"[0-9]{3}", re.ASCII)
+NEWEST = "newest with wheels"  # python_from of a question about another machine: each build on its newest wheel Python
+ELSEWHERE = "--gpu, --cc, --driver or --pool"
 
 
 @dataclass(frozen=True)
@@ -44,10 +48,10 @@ class Asked:
     framework: str | None  # the framework asked about (None for -r: the file names its own)
     stack: Question | None  # the stack asked about (explain SPEC and --pool); None for -r and advise
     target: dict | None  # the GPU and driver as read (target.where); None for --pool, whose classes are their own
-    driver: str | None  # the driver as read: a bare branch as its newest known release (--pool: the one assumed)
+    driver: str | None  # the driver as read: a bare branch as its first known release (--pool: the one assumed)
     driver_typed: str | None  # the driver as given (None: this machine's, or none for --pool)
-    python: str | None  # the Python judged; None: not checked
-    python_from: str  # "given" (--python), "this interpreter" or "not checked"
+    python: str | None  # the Python judged; None: not checked, or (NEWEST) each build's newest wheel Python
+    python_from: str  # "given" (--python), "this interpreter", NEWEST (a question about another machine) or "not checked"
     notes: tuple[str, ...] = ()  # how the stack, the driver, the GPU and the Python were read, in that order
     requirements: str | None = None  # -r FILE as given ('-': standard input)
     parsed: Parsed | None = None  # that file as read (answers/lockfiles.py)
@@ -69,10 +73,14 @@ def check_python(python: str | None) -> list[str]:
     return []
 
 
-def read_python(python: str | None) -> tuple[str | None, str, list[str]]:
-    """(the Python judged, where it came from, notes): as given, else this interpreter's, as a sweep's plan assumes."""
+def read_python(python: str | None, elsewhere: bool = False) -> tuple[str | None, str, list[str]]:
+    """(the Python judged, where it came from, notes): as given; else, for a question about another machine (`elsewhere`:
+    --gpu, --cc, --driver or --pool), NEWEST, each build judged on the newest Python it has wheels for (newest_python,
+    said once the build is known: python_note); else this interpreter's, as a sweep's plan assumes."""
     if python is not None:
         return python, "given", check_python(python)
+    if elsewhere:
+        return None, NEWEST, []
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if QUESTION_PYTHON.fullmatch(here):
         return here, "this interpreter", [f"Python {here}: this interpreter's, as a sweep assumes (give --python X.Y to ask about another)"]
@@ -80,16 +88,35 @@ def read_python(python: str | None) -> tuple[str | None, str, list[str]]:
                                  "(give --python X.Y)"]
 
 
+def newest_python(framework: str, version: str, variant: str) -> str | None:
+    """The newest Python this build's release has Linux x86_64 wheels for (rules.wheel_pythons: python_wheels.csv); None
+    where the tables do not know."""
+    pythons = wheel_pythons(framework, release_of(framework, version, variant), variant)
+    return max(pythons, key=lambda p: tuple(int(n) for n in p.split("."))) if pythons else None
+
+
+def python_note(framework: str, version: str, variant: str, python: str | None) -> str:
+    """What a question about another machine assumed of the Python, and why (python_from NEWEST)."""
+    spec = spec_text(framework, version, variant)
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if python is None:
+        return (f"Python not checked: the question is about another machine ({ELSEWHERE}) and the knowledge's wheel tables list "
+                f"no Python for {spec} (give --python X.Y)")
+    return (f"Python {python}: the newest {spec} has Linux x86_64 wheels for, assumed because the question is about another "
+            f"machine ({ELSEWHERE}), not this interpreter's {here} (give --python X.Y for another)")
+
+
 def read_driver(driver: str | None) -> tuple[str | None, list[str]]:
-    """(the driver judged, notes): a bare branch such as 550 as the newest release of R550 the knowledge names."""
+    """(the driver judged, notes): a bare branch such as 550 as the first release of R550 the knowledge names (the
+    oldest of rules.branch_releases: the minimum drivers of the tables, which are each branch's first releases)."""
     if driver is None or not isinstance(driver, str) or not BARE_BRANCH.fullmatch(driver):
         return driver, []
     releases = branch_releases(int(driver))
     if releases:
-        newest = releases[-1]
-        cuda = (tables.driver_cuda(newest) or {}).get("cuda", "?")
-        return newest, [f"driver {driver} read as {newest}, the newest release of branch R{driver} the knowledge names (CUDA {cuda}; "
-                        f"every R{driver} release supports CUDA {cuda}); give the full version nvidia-smi shows for another"]
+        first = releases[0]
+        cuda = (tables.driver_cuda(first) or {}).get("cuda", "?")
+        return first, [f"driver {driver} read as {first}, the first release of branch R{driver} the knowledge names (CUDA {cuda}; "
+                       f"every R{driver} release supports CUDA {cuda}); give the full version nvidia-smi shows for another"]
     supported = tables.driver_cuda(driver)
     reach = f"read as supporting CUDA {supported['cuda']}, the newest CUDA whose minimum driver it meets" if supported else \
         "older than every CUDA release in the knowledge tables"
@@ -133,7 +160,8 @@ def read(spec, requirements: str | None = None, pool: str | None = None, gpu: st
     if pool is not None and (gpu or cc):
         raise UserError("--pool answers for the pool's own GPU classes: leave out --gpu and --cc.")
     stack = read_stack(spec) if requirements is None else None
-    python, python_from, python_notes = read_python(python)
+    # a file's Python is the one it was frozen with, as likely this interpreter's: only a stack's is taken as the newest
+    python, python_from, python_notes = read_python(python, elsewhere=bool(stack and (gpu or cc or driver or pool)))
     typed_driver = driver
     driver, driver_notes = read_driver(driver)
     if pool is not None:
@@ -152,7 +180,11 @@ def read(spec, requirements: str | None = None, pool: str | None = None, gpu: st
 def read_advice(framework: str | None, gpu: str | None, cc: str | None, driver: str | None, python: str | None) -> Asked:
     """`advise`'s question: a framework as people name it (pytorch, tf, cupy-cuda12x...) on a GPU and driver."""
     framework, _variant, notes = framework_name(framework)
-    python, python_from, python_notes = read_python(python)
+    python, python_from, python_notes = read_python(python, elsewhere=bool(gpu or cc or driver))
+    if python_from == NEWEST:
+        python_notes = [f"Python: each release judged on the newest Python it has Linux x86_64 wheels for, assumed because the "
+                        f"question is about another machine ({ELSEWHERE}), not this interpreter's "
+                        f"{sys.version_info[0]}.{sys.version_info[1]} (give --python X.Y for one)"]
     typed_driver = driver
     driver, driver_notes = read_driver(driver)
     found, target_notes = where(gpu, cc, driver)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..knowledge.rules import FAIL, PASS, predict_stack
 from . import conditions
-from .asked import Asked
+from .asked import NEWEST, Asked, newest_python, python_note
 from .asked import read as read_question
 from .nearest import nearest_yes
 from .observed import decide, matching
@@ -14,19 +14,26 @@ from .questions import Question, assumed_note, gpu_variants, release_of, spec_te
 __all__ = ["answer", "ask", "explain", "judge"]
 
 
-def judge(question: Question, cc: str | None, driver: str | None, python: str | None, gpu: str | None = None) -> tuple[str, list[str], object]:
-    """(the variant judged, notes, the prediction): a question without a build means the first GPU build that passes here;
-    where none passes with this Python, the first that this GPU and driver would run (so the answer is the Python, never
-    a driver the build the Python rules out would need); else the first the release has."""
+def judge(question: Question, cc: str | None, driver: str | None, python: str | None, gpu: str | None = None,
+          newest: bool = False) -> tuple[str, list[str], object, str | None]:
+    """(the variant judged, notes, the prediction, the Python judged): a question without a build means the first GPU build
+    that passes here; where none passes with this Python, the first that this GPU and driver would run (so the answer is the
+    Python, never a driver the build the Python rules out would need); else the first the release has. `newest` (a question
+    about another machine, no --python): each build is judged on the newest Python its release has wheels for."""
+    def python_of(variant: str) -> str | None:
+        return newest_python(question.framework, question.version, variant) if newest else python
+
     if question.variant is not None:
-        return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, python, gpu=gpu)
+        judged_python = python_of(question.variant)
+        return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, judged_python,
+                                                   gpu=gpu), judged_python
     choices = gpu_variants(question.framework, question.version)
 
     def predicted(variant: str, with_python: str | None):
         return predict_stack(question.framework, release_of(question.framework, question.version, variant), variant, cc, driver, with_python,
                              gpu=gpu)
 
-    judged = [(v, predicted(v, python)) for v in choices]
+    judged = [(v, predicted(v, python_of(v))) for v in choices]
     here = next((v for v in choices if predicted(v, None).verdict == PASS), None) if python else None  # the build read without a Python
     variant, prediction = next(((v, p) for v, p in judged if p.verdict == PASS), None) or \
         next(((v, p) for v, p in judged if v == here), judged[0])
@@ -39,7 +46,7 @@ def judge(question: Question, cc: str | None, driver: str | None, python: str | 
     elif here is not None and prediction.verdict != PASS:
         notes.append(f"{spec_text(question.framework, question.version, variant)} is the build this GPU and driver would run; "
                      f"it is the Python {python} that rules it out")
-    return variant, notes, prediction
+    return variant, notes, prediction, python_of(variant)
 
 
 def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None) -> dict:
@@ -51,13 +58,17 @@ def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | N
 
 def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
     """The stack form's answer: the rules' verdict, decided by the store's observation of it where there is one."""
-    question, found, python = asked.stack, asked.target, asked.python
-    variant, assumed, prediction = judge(question, found["cc"], found["driver"], python, found.get("matched") or found.get("gpu"))
+    question, found = asked.stack, asked.target
+    newest = asked.python_from == NEWEST
+    variant, assumed, prediction, python = judge(question, found["cc"], found["driver"], asked.python,
+                                                 found.get("matched") or found.get("gpu"), newest)
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
     notes = list(asked.notes)
     notes[len(question.notes):len(question.notes)] = assumed  # the build assumed right after how the stack was read
+    if newest:  # the Python assumed for another machine, said with the build it was read for
+        notes.append(python_note(judged.framework, judged.version, variant, python))
     result = {"spec": judged.spec, "asked": question.typed, "notes": notes,
-              "target": asked.target_view(), **prediction.to_dict()}
+              "target": {**asked.target_view(), "python": python}, **prediction.to_dict()}
     # observation first: the store's newest cell of this stack here decides, the rules' answer stays beside it
     seen = matching(observed_rows, judged.framework, release_of(judged.framework, judged.version, variant), variant, python,
                     found.get("matched") or found.get("gpu"), found["cc"], found["driver"],
@@ -69,7 +80,20 @@ def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
                          if result["verdict"] in (FAIL, "uncertain", conditions.CONDITIONAL) else [])
     if result["verdict"] == conditions.CONDITIONAL:  # beside a conditional yes, only what brings its own libraries
         result["nearest"] = [n for n in result["nearest"] if n.get("verdict") == PASS]
+    if result["verdict"] == PASS:  # a yes comes with what installs it: advise's own commands (pip with its extra or index, uv, conda)
+        result["install"] = install_for(judged.framework, judged.version, variant, prediction.resolved.get("cuda_runtime"))
     return result
+
+
+def install_for(framework: str, version: str, variant: str, cuda_runtime: str | None) -> dict | None:
+    """advise's install_commands for a stack that passes; None where the index has no package for it."""
+    from ..errors import UserError
+    from .advise import install_commands  # only for a yes: the install commands' imports cost a no nothing
+
+    try:
+        return install_commands(framework, version, variant, cuda_runtime)
+    except UserError:
+        return None
 
 
 def answer_requirements(asked: Asked) -> dict:
@@ -89,16 +113,28 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
     question, driver, python = asked.stack, asked.driver, asked.python
     executor, targets, origin = asked.classes
     notes = list(asked.notes)
+    newest = asked.python_from == NEWEST
+
+    def python_of(v: str) -> str | None:  # a pool is other machines: without --python, each build's newest wheel Python
+        return newest_python(question.framework, question.version, v) if newest else python
+
     variant = question.variant
     if variant is None:  # the GPU build that passes on the most classes (the first the release has, where none does)
         choices = gpu_variants(question.framework, question.version)
         passes = {v: sum(predict_stack(question.framework, release_of(question.framework, question.version, v), v,
-                                       t.cc, t.driver or driver, python, gpu=t.name).verdict == PASS for t in targets) for v in choices}
+                                       t.cc, t.driver or driver, python_of(v), gpu=t.name).verdict == PASS for t in targets) for v in choices}
         variant = max(choices, key=lambda v: (passes[v], -choices.index(v)))
         notes.insert(len(question.notes), assumed_note(question, variant))
+    python = python_of(variant)
+    if newest:
+        notes.append(python_note(question.framework, question.version, variant, python))
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
-    return {"spec": judged.spec, "asked": question.typed, "notes": notes, "pool": asked.pool, "python": python,
-            "python_from": asked.python_from, "driver_typed": asked.driver_typed, **answer(judged, variant, executor, targets, origin, driver, python, observed_rows)}
+    result = {"spec": judged.spec, "asked": question.typed, "notes": notes, "pool": asked.pool, "python": python,
+              "python_from": asked.python_from, "driver_typed": asked.driver_typed,
+              **answer(judged, variant, executor, targets, origin, driver, python, observed_rows)}
+    if result["passing"]:  # where some class passes, the command that installs the stack there
+        result["install"] = install_for(judged.framework, judged.version, variant, None)
+    return result
 
 
 def answer(asked: Asked, observed_rows: list[dict] | None = None) -> dict:

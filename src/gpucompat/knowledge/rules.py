@@ -333,8 +333,12 @@ def disagreeing(reasons: list[Reason]) -> list[Reason]:
 
 
 def combine(reasons: list[Reason], resolved: dict) -> Prediction:
+    """The verdict of a stack's reasons: its first failure heads it, and a cause no pip install can fix (the driver does
+    not drive the GPU, or is too old for the build's CUDA) comes before one the user can (a missing wheel for a Python),
+    the ladder's stage order deciding within each; without a failure, uncertain where any reason is, else a pass."""
     reasons = disagreeing(reasons)
-    failures = sorted((r for r in reasons if r.verdict == FAIL), key=lambda r: _STAGE_ORDER.get(r.stage or "", 9))
+    failures = sorted((r for r in reasons if r.verdict == FAIL),
+                      key=lambda r: (not (r.rule == DRIVES or r.code == "DRIVER_TOO_OLD"), _STAGE_ORDER.get(r.stage or "", 9)))
     warnings = [r.warning for r in reasons if r.warning]
     if failures:
         return Prediction(FAIL, failures[0].code, failures[0].stage, warnings, reasons, resolved, failures[0].confidence)

@@ -167,6 +167,8 @@ def explain_view(result: dict, full_sources: bool = False) -> list:
     out.append(checks_view(result["reasons"], result["warnings"], sources))
     if result["verdict"] != "pass":
         out += nearest_view(result.get("nearest", []), f"{gpu_text(t)}, driver {t['driver']}")
+    elif result.get("install"):  # a yes: the command that installs it, whole
+        out += [Text("Install:"), WholeLine(result["install"]["pip"])]
     return out + sources.view(full_sources)
 
 
@@ -220,6 +222,8 @@ def pool_view(result: dict, wide: bool = False) -> list:
                                                     for c in classes], "words"))
     table = FitTable(escape(f"GPU classes of {result['pool']}"), columns, POOL_STEPS, wide)
     out: list = [*_notes(result.get("notes", [])), head, table, *class_nearest_view(classes)]
+    if result.get("install"):  # the classes that pass run the stack this command installs
+        out += [Text("Install (on the classes that pass):"), WholeLine(result["install"]["pip"])]
     requests = [c for c in classes if c["request"]]
     which = "that pass" if not result.get("conditional") else "it runs on (a CONDITIONAL one only with the system's CUDA libraries)"
     if result["executor"] == "htcondor" and result.get("htcondor"):
