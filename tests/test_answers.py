@@ -45,7 +45,7 @@ def test_torch_on_a_v100_with_driver_470_ends_with_the_nearest_yes():
     proc = run_cli("explain", "torch==2.4", "--gpu", "V100", "--driver", "470", "--python", "3.11", env=WIDTH, check=0)
     out = lines(proc.stdout)
     assert out[0] == "note: torch==2.4 read as 2.4.1, the newest 2.4.x the knowledge holds (pip itself would install 2.4.0"
-    # a bare branch is read as the newest R470 release the knowledge names, and said so
+    # a bare branch is read as the first R470 release the knowledge names, and said so
     assert "torch==2.4.1 on V100 (CC 7.0), driver 470 (as 470.42.01, CUDA 11.4), Python 3.11: FAIL DRIVER_TOO_OLD at device" in joined(proc.stdout)
     start = out.index("Nearest yes on V100 (CC 7.0), driver 470.42.01:")
     assert out[start:start + 7] == [

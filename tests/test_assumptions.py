@@ -1,7 +1,8 @@
 """Every assumption said, and the nearest yes a person takes (issue 29, parts 5, 6 and 8), through the real CLI.
 
-The Python judged (given, or this interpreter's) is in the text and the JSON; a bare driver branch is read as the
-newest release of it the knowledge names and said so; a build that needs the system's CUDA libraries is conditional
+The Python judged (given; this interpreter's for a question about this machine; for one about another, the newest the
+release has wheels for) is in the text and the JSON; a bare driver branch is read as the first release of it the
+knowledge names and said so; the headline is the cause pip cannot fix before one it can; a PASS prints its install line; a build that needs the system's CUDA libraries is conditional
 (its own verdict, code, exit code 5); an empty advise says why and what would work; beside the newest stack that
 works, the smallest change from what was asked; the question is read before the store is asked anything.
 """
@@ -36,10 +37,11 @@ def advise_json(*args: str, db) -> dict:
 # -- the Python ----------------------------------------------------------------------------------
 
 def test_the_python_judged_is_in_the_json_and_the_text_and_says_where_it_came_from():
-    assumed = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "535.104.05")
-    assert (assumed["target"]["python"], assumed["target"]["python_from"]) == (HERE, "this interpreter")
-    assert f"Python {HERE}: this interpreter's, as a sweep assumes (give --python X.Y to ask about another)" in assumed["notes"]
-    assert any(r["rule"] == "wheel for this Python" for r in assumed["reasons"])  # the assumed Python is judged, not only named
+    assumed = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "535.104.05")  # another machine: the newest with wheels
+    assert (assumed["target"]["python"], assumed["target"]["python_from"]) == ("3.12", "newest with wheels")
+    assert (f"Python 3.12: the newest torch==2.4.1 has Linux x86_64 wheels for, assumed because the question is about another "
+            f"machine (--gpu, --cc, --driver or --pool), not this interpreter's {HERE} (give --python X.Y for another)") in assumed["notes"]
+    assert any(r["rule"] == "wheel for this Python" and "3.12" in r["text"] for r in assumed["reasons"])  # judged, not only named
     given = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "535.104.05", "--python", "3.10")
     assert (given["target"]["python"], given["target"]["python_from"]) == ("3.10", "given") and given["notes"] == []
     text = run_cli("explain", "torch==2.4.1", "--cc", "8.0", "--driver", "535.104.05", "--python", "3.10", env=WIDTH, check=0).stdout
@@ -80,14 +82,88 @@ def test_an_empty_advise_says_why_and_what_would_work(tmp_path):
         assert old_driver["empty"]  # whatever the reason, never an empty list alone
 
 
+def test_torch_1_12_on_the_k80_nodes_is_judged_on_a_python_it_has_wheels_for_not_this_laptops():
+    """Issue 35 item 6: the question is whether torch 1.12.1 runs on the K80 nodes (with Python <= 3.10 it does)."""
+    data = explain_json("torch==1.12.1", "--gpu", "Tesla K80", "--driver", "470.82.01")
+    assert (data["verdict"], data["code"], data["target"]["python"], data["target"]["python_from"]) == ("pass", None, "3.10", "newest with wheels")
+    assert any(n.startswith("Python 3.10: the newest torch==1.12.1 has Linux x86_64 wheels for, assumed because the question is about "
+                            "another machine") for n in data["notes"])
+    text = joined(run_cli("explain", "torch==1.12.1", "--gpu", "Tesla K80", "--driver", "470.82.01", env=WIDTH, check=0).stdout)
+    assert "torch==1.12.1 on Tesla K80 (CC 3.7), driver 470.82.01 (CUDA 11.4), Python 3.10: PASS" in text
+    # R535 does not drive Kepler: that is the headline, whatever the Python (a wheel is pip's to fix, the driver is not)
+    for python in ((), ("--python", "3.11")):
+        r535 = explain_json("torch==1.12.1", "--gpu", "Tesla K80", "--driver", "535", *python)
+        assert (r535["verdict"], r535["code"], r535["stage"]) == ("fail", "NO_DEVICE", "device"), r535
+        assert r535["reasons"][0]["rule"] == "driver drives the GPU" and "does not drive Kepler" in r535["reasons"][0]["text"]
+    assert "FAIL NO_DEVICE at device" in joined(run_cli("explain", "torch==1.12.1", "--gpu", "Tesla K80", "--driver", "535", "--python",
+                                                         "3.11", env=WIDTH, check=0).stdout)
+
+
+def test_a_python_given_is_judged_as_given_even_about_another_machine():
+    data = explain_json("torch==1.12.1", "--gpu", "Tesla K80", "--driver", "470.82.01", "--python", "3.11")
+    assert (data["target"]["python"], data["target"]["python_from"], data["code"]) == ("3.11", "given", "ENV_UNRESOLVABLE")
+    assert not any(n.startswith("Python") for n in data["notes"])
+    assert ("another Python", "3.10") in [(n["label"], n.get("python")) for n in data["nearest"]]
+
+
+def test_a_driver_too_old_heads_a_missing_wheel():
+    """torch 2.4.1 (cu121) with driver 470 and Python 3.7: the driver is the cause pip cannot fix, so it comes first."""
+    data = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "470.82.01", "--python", "3.7")
+    assert (data["code"], data["stage"]) == ("DRIVER_TOO_OLD", "device")
+    assert {r["rule"] for r in data["reasons"] if r["verdict"] == "fail"} == {"driver vs CUDA runtime", "wheel for this Python"}
+
+
+def test_a_question_about_this_machine_uses_this_interpreters_python(monkeypatch):
+    from gpucompat.answers import target
+    from gpucompat.answers.explain import explain
+
+    monkeypatch.setattr(target, "this_machine", lambda: {"gpu": "NVIDIA A100-SXM4-80GB", "cc": "8.0", "driver": "535.104.05",
+                                                          "source": "NVML", "classes": 1, "index": 0})
+    here = explain("torch==2.4.1")
+    assert (here["target"]["python"], here["target"]["python_from"]) == (HERE, "this interpreter")
+    assert f"Python {HERE}: this interpreter's, as a sweep assumes (give --python X.Y to ask about another)" in here["notes"]
+    elsewhere = explain("torch==2.4.1", driver="550.54.15")  # this GPU with another driver: another machine's question
+    assert elsewhere["target"]["python_from"] == "newest with wheels"
+
+
+def test_advise_about_another_machine_judges_each_release_on_its_newest_python(tmp_path):
+    data = advise_json("torch", "--gpu", "Tesla K80", "--driver", "470.82.01", db=tmp_path / "empty.db")
+    assert (data["target"]["python"], data["target"]["python_from"]) == (None, "newest with wheels")
+    assert all(p["python"] for p in data["predicted"]) and data["predicted"][0]["version"] == "2.7.1"
+    assert any(n.startswith("Python: each release judged on the newest Python it has Linux x86_64 wheels for") for n in data["notes"])
+
+
+# -- a PASS and its install command --------------------------------------------------------------
+
+def test_every_pass_prints_its_install_command_in_text_and_json():
+    for args, pip in ((("torch==2.4.1+cu118", "--gpu", "V100", "--driver", "470.82.01", "--python", "3.11"),
+                       "pip install 'torch==2.4.1' --index-url https://download.pytorch.org/whl/cu118"),
+                      (("jax==0.4.30", "--gpu", "H100 PCIe", "--driver", "535.104.05", "--python", "3.12"), "pip install 'jax[cuda12]==0.4.30'"),
+                      (("torch==1.12.1", "--gpu", "Tesla K80", "--driver", "470.82.01"), "pip install 'torch==1.12.1'")):
+        data = explain_json(*args)
+        assert data["verdict"] == "pass" and data["install"]["pip"] == pip and data["install"]["uv"] == "uv " + pip
+        out = run_cli("explain", *args, env=WIDTH, check=0).stdout.splitlines()
+        assert out[out.index("Install:") + 1] == "    " + pip
+    failing = explain_json("torch==2.4.1", "--gpu", "V100", "--driver", "470.82.01", "--python", "3.11")
+    assert failing["verdict"] == "fail" and "install" not in failing
+
+
 # -- the driver ----------------------------------------------------------------------------------
 
-def test_a_bare_driver_branch_is_read_as_its_newest_named_release_and_said():
+def test_a_bare_driver_branch_is_read_as_its_first_named_release_and_said():
+    from gpucompat.knowledge import tables
+    from gpucompat.knowledge.rules import branch_releases
+
     data = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "550", "--python", "3.11")
     t = data["target"]
     assert (t["driver"], t["driver_typed"], t["driver_cuda"]) == ("550.54.14", "550", "12.4")  # was read below R550, as CUDA 12.3
-    assert any(n.startswith("driver 550 read as 550.54.14, the newest release of branch R550 the knowledge names (CUDA 12.4")
+    assert any(n.startswith("driver 550 read as 550.54.14, the first release of branch R550 the knowledge names (CUDA 12.4")
                for n in data["notes"])
+    # 'first' is the oldest release of the branch the knowledge names, where it names more than one
+    assert branch_releases(450) == ["450.36.06", "450.80.02"] and "450.80.02" in tables.named_drivers()
+    r450 = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "450", "--python", "3.11")
+    assert r450["target"]["driver"] == "450.36.06"
+    assert any(n.startswith("driver 450 read as 450.36.06, the first release of branch R450 the knowledge names") for n in r450["notes"])
     r525 = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "525", "--python", "3.11")["target"]
     assert (r525["driver"], r525["driver_cuda"]) == ("525.60.13", "12.0")  # R525 is CUDA 12.0; read below it, it was 11.8
     unnamed = explain_json("torch==2.4.1", "--cc", "8.0", "--driver", "565", "--python", "3.11")
@@ -189,6 +265,6 @@ def test_the_question_is_read_before_the_store_is_asked(tmp_path):
 def test_one_asked_object_carries_the_whole_question():
     asked = read("jax 0.4.30", None, None, None, "9.0", "535", "3.12")
     assert (asked.mode, asked.framework, asked.stack.version, asked.driver, asked.driver_typed, asked.python, asked.python_from) == \
-        ("stack", "jax", "0.4.30", "535.54.03", "535", "3.12", "given")
+        ("stack", "jax", "0.4.30", "535.54.03", "535", "3.12", "given")  # R535's first named release
     assert asked.target["cc"] == "9.0" and asked.target["driver_cuda"] == "12.2"
     assert asked.target_view()["python"] == "3.12" and any(n.startswith("driver 535 read as 535.54.03") for n in asked.notes)

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, Prediction, Reason, driver_drives_rule, driving_branch, predict_stack, wheel_pythons
-from .asked import Asked, read_advice
+from .asked import NEWEST, Asked, newest_python, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
 from .questions import gpu_variants, judgeable, known_releases, release_of, spec_text, wheel_releases
@@ -161,7 +161,9 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
         commands = install_commands(framework, exact, variant, p.resolved.get("cuda_runtime"))
         item = {"source": "predicted", "version": exact, "variant": variant, "verdict": CONDITIONAL if needs else PASS,
                 **({"needs": needs} if needs else {}), "warnings": p.warnings, "install": commands["pip"], "commands": commands,
-                "reasons": [r.text for r in p.reasons]}
+                "reasons": [r.text for r in p.reasons],
+                # another machine's Python is not known: the newest this release has wheels for (answers/asked.py)
+                **({"python": newest_python(framework, exact, variant)} if asked.python_from == NEWEST else {})}
         (conditional if needs else self_contained).append(item)
     predicted = (self_contained + conditional)[:limit]
     result = {"framework": framework, "notes": list(asked.notes), "target": asked.target_view(),

@@ -76,8 +76,12 @@ def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
     decide(result, seen)
     if result["source"] == "rule":  # a build that needs the system's CUDA is a conditional yes (an observation saw it run)
         conditions.apply(result, judged.framework, judged.version, variant)
-    result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, python)
+    # another machine's Python is not known: each step is judged on the newest Python it has wheels for, as the asked stack was
+    result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, None if newest else python)
                          if result["verdict"] in (FAIL, "uncertain", conditions.CONDITIONAL) else [])
+    for item in result["nearest"] if newest else []:
+        if item.get("version") and item.get("variant") and item["kind"] != "python":
+            item["python"] = newest_python(item["framework"], item["version"], item["variant"])
     if result["verdict"] == conditions.CONDITIONAL:  # beside a conditional yes, only what brings its own libraries
         result["nearest"] = [n for n in result["nearest"] if n.get("verdict") == PASS]
     if result["verdict"] == PASS:  # a yes comes with what installs it: advise's own commands (pip with its extra or index, uv, conda)

@@ -90,7 +90,9 @@ def driver_text(t: dict) -> str:
 
 
 def python_text(t: dict) -> str:
-    return f", Python {t['python']}" if t.get("python") else ", any Python"
+    if t.get("python"):
+        return f", Python {t['python']}"
+    return ", each release's newest Python" if t.get("python_from") == "newest with wheels" else ", any Python"
 
 
 def _notes(notes: list[str]) -> list:
