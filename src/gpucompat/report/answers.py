@@ -112,8 +112,9 @@ def checks_view(reasons: list[dict], warnings: list[str], sources: Sources) -> P
     return Padding(grid, (0, 0, 0, 2))
 
 
-def nearest_view(items: list[dict], where: str) -> list:
-    """The nearest yes, in its order; a stack with its pip command below it (whole), a driver with what it changes."""
+def nearest_view(items: list[dict], where: str, python: str | None = None) -> list:
+    """The nearest yes, in its order; a stack with its pip command below it (whole), a driver with what it changes; a stack
+    judged on another Python than the answer's (a question about another machine: its newest with wheels) says which."""
     if not items:
         return [Text(f"Nearest yes on {where}: none that the knowledge predicts to pass")]
     out: list = [Text(f"Nearest yes on {where}:")]
@@ -140,6 +141,8 @@ def nearest_view(items: list[dict], where: str) -> list:
             out += [Padding(grid, (0, 0, 0, 2))]
             continue
         how = " (under CUDA minor-version compatibility)" if any("minor-version" in w for w in item["warnings"]) else ""
+        if python and item.get("python") and item["python"] != python:
+            how += f" with Python {item['python']}"
         if item.get("needs"):  # a build that runs only where the system has the CUDA libraries: never a plain pass
             grid.add_row(Text(item["label"], style="cyan"), Text.assemble(f"{item['spec']} ", ("conditional", VERDICT_STYLE["conditional"]),
                                                                           f": it needs {item['needs']['text']}{how}"))
@@ -168,7 +171,7 @@ def explain_view(result: dict, full_sources: bool = False) -> list:
                                          (sources.ref(needs["source"]), "dim")), (0, 0, 0, 2)))
     out.append(checks_view(result["reasons"], result["warnings"], sources))
     if result["verdict"] != "pass":
-        out += nearest_view(result.get("nearest", []), f"{gpu_text(t)}, driver {t['driver']}")
+        out += nearest_view(result.get("nearest", []), f"{gpu_text(t)}, driver {t['driver']}", t.get("python"))
     elif result.get("install"):  # a yes: the command that installs it, whole
         out += [Text("Install:"), WholeLine(result["install"]["pip"])]
     return out + sources.view(full_sources)
