@@ -72,10 +72,13 @@ def test_a_driver_inside_them_drives_it(cc, gpu, driver):
 def test_a_product_launched_after_its_architecture_needs_its_own_branch():
     # H200 is Hopper (R520 on), but first listed at R550 (open-gpu-kernel-modules README); H200 NVL at R565
     h200 = driver_drives_rule("9.0", "NVIDIA H200", "535.104.05")
-    assert h200.code == "NO_DEVICE" and "NVIDIA H200 needs R550 or newer" in h200.text and h200.confidence == "medium"
+    # 535.104.05's own list of compatible GPUs was read (driver_devices.csv): a read list is a high-confidence fact
+    assert h200.code == "NO_DEVICE" and "NVIDIA H200 needs R550 or newer" in h200.text and h200.confidence == "high"
     assert driver_drives_rule("9.0", "NVIDIA H100 80GB HBM3", "535.104.05").verdict == "pass"  # the same architecture, no exception
     assert "R565" in driver_drives_rule("9.0", "NVIDIA H200 NVL", "550.54.14").text  # the longest name that begins it
-    assert driver_drives_rule("9.0", "NVIDIA H200", "550.54.14").verdict == "pass"
+    # per release, not per branch (driver_devices.csv): 550.54.14's list has no H200, 550.90.07's has
+    assert driver_drives_rule("9.0", "NVIDIA H200", "550.54.14").code == "NO_DEVICE"
+    assert driver_drives_rule("9.0", "NVIDIA H200", "550.90.07").verdict == "pass"
     assert driver_drives_rule("10.3", "NVIDIA GB300", "575.51.03").code == "NO_DEVICE"
     assert gpus.words_begin("NVIDIA GeForce RTX 5050 Laptop GPU", "NVIDIA GeForce RTX 5050") == 2  # 'rtx 5050', vendor words aside
     assert gpus.words_begin("NVIDIA GeForce RTX 5090", "NVIDIA GeForce RTX 5050") == 0
@@ -200,13 +203,14 @@ def test_a_laptop_part_listed_before_its_desktop_namesake_keeps_its_own_branch()
 
 def test_similar_names_do_not_borrow_each_others_rows():
     assert driver_drives_rule("9.0", "NVIDIA H200", "535.104.05").code == "NO_DEVICE"
-    assert driver_drives_rule("9.0", "NVIDIA H20", "535.104.05").verdict == "pass"  # 'H20' is not the start of 'H200', nor the reverse
+    assert driver_drives_rule("9.0", "NVIDIA H20", "535.43.25").verdict == "pass"  # 'H20' is not the start of 'H200', nor the reverse
+    assert "10de:2335" not in driver_drives_rule("9.0", "NVIDIA H20", "535.104.05").text  # not listed by 535.104.05, nor H200's ID
     assert driver_drives_rule("9.0", "NVIDIA H20 NVL16", "575.51.03").code == "NO_DEVICE"
     assert driver_drives_rule("8.9", "NVIDIA L20", "525.60.13").code == "NO_DEVICE"
-    assert driver_drives_rule("8.9", "NVIDIA L40", "525.60.13").verdict == "pass"
+    assert driver_drives_rule("8.9", "NVIDIA L40", "525.78.01").verdict == "pass"  # 525.60.13's list has no L40
     assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090 D v2", "575.64.05").code == "NO_DEVICE"
     assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090 D", "575.64.05").verdict == "pass"
-    assert driver_drives_rule("9.0", "NVIDIA GH200 480GB", "535.104.05").verdict == "pass"
+    assert driver_drives_rule("9.0", "NVIDIA GH200 480GB", "535.129.03").verdict == "pass"  # 535.104.05's list has none
     assert driver_drives_rule("9.0", "NVIDIA GH200 144G HBM3e", "550.54.14").code == "NO_DEVICE"
 
 

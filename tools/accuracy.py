@@ -105,6 +105,10 @@ def predict_case(case: dict, assume_driver: bool = False):
             assumed = min((r["toolkit_driver_min"] for r in tables.table("cuda_drivers") if int(r["toolkit_driver_min"].split(".")[0]) >= first),
                           key=tables.version, default=assumed)
         if assumed:
+            from gpucompat.knowledge.rules import FAIL, driver_drives_rule, driving_branch
+            drives = driver_drives_rule(cc, gpu, assumed)
+            if drives is not None and drives.verdict == FAIL:  # its release does not list the GPU (driver_devices.csv): one that does
+                assumed = driving_branch(cc, gpu, assumed)[1] or assumed
             prediction = predict_stack(case["framework"], release, variant, cc, assumed, python, gpu=gpu)
     return prediction
 

@@ -160,14 +160,28 @@ def lookup(name: str) -> dict | None:
     or 'pci_gpus.csv' (pci.ids device name, CC through its chip)."""
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         return None
+    if (device := pci_id(name)) is not None:  # a PCI ID ('10de:2783'): the name the drivers or pci.ids give it
+        spelled = device_names(device) or [n for n, ids in _pci_ids_by_name().items() if device in ids]
+        return lookup(spelled[0]) if spelled else None
     row = curated(name)
     if row is not None:
-        return {**row, "matched": "gpus.csv"}
+        return {**row, "name": _precise(name, row["name"]), "matched": "gpus.csv"}
     row = pci(name)
     if row is not None:
-        return {"name": row["name"], "cc": row["cc"], "architecture": row["architecture"], "chip": row["chip"],
+        return {"name": _precise(name, row["name"]), "cc": row["cc"], "architecture": row["architecture"], "chip": row["chip"],
                 "source": row["source"], "confidence": "medium", "matched": "pci_gpus.csv"}
     return None
+
+
+def _precise(name: str, row_name: str) -> str:
+    """The row's name, or where the reported name is a narrower product whose PCI device IDs the row's name does not
+    say ('RTX 4070 SUPER' matched the row 'GeForce RTX 4070'; 'NVIDIA H100 80GB HBM3' the row 'NVIDIA H100'), the
+    reported name (as the drivers' README spells it, where it does): the name the driver lists are read by."""
+    ids = device_ids(name)
+    if not ids or set(ids) == set(device_ids(row_name)):
+        return row_name
+    spelled = {n for i in ids for n in device_names(i) if _plain(n) == _plain(name)}
+    return spelled.pop() if len(spelled) == 1 else name.strip()
 
 
 # -- names people type: spacing, typos, other vendors' GPUs -------------------------------------
@@ -236,3 +250,146 @@ def other_vendor(name: str) -> str | None:
     'Arc A770', 'Gaudi 2'); None for any other name."""
     text = " ".join(_SEPARATORS.split(_NOISE.sub(" ", name.lower()))).strip()
     return next((vendor for vendor, words in _OTHER_VENDORS if words.search(text)), None)
+
+
+# -- which driver releases list a PCI device ID ------------------------------------------------
+# data/driver_devices.csv (tools/build_driver_devices.py): per PCI device ID, the runs of read driver releases
+# (NVIDIA/open-gpu-kernel-modules README.md, Compatible GPUs, R515 onward) that list it; data/driver_readmes.csv:
+# the releases read. A driver binds only the device IDs its release knows.
+
+_PCI_ID = re.compile(r"(?:pci\s*)?(?:10de\s*[:_ -]\s*|0x)([0-9a-f]{4})", re.ASCII | re.IGNORECASE)
+_ID_IN_SOURCE = re.compile(r"10de:([0-9a-f]{4})", re.ASCII)
+
+
+def _release(text: str) -> tuple[int, ...] | None:
+    parts = (text or "").strip().split(".")
+    return tuple(int(p) for p in parts) if len(parts) >= 2 and all(p.isdigit() and len(p) < 6 for p in parts) else None
+
+
+@cache
+def _driver_devices() -> tuple[dict, tuple, dict]:
+    """(device ID -> [(first, last or None, row)], the read releases [(version, release, commit)] oldest first,
+    plain README name -> device IDs)."""
+    runs: dict[str, list] = {}
+    names: dict[str, list[str]] = {}
+    read: list = []
+    if not (DATA / "driver_devices.csv").exists():
+        return {}, (), {}
+    with (DATA / "driver_devices.csv").open(newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            runs.setdefault(row["device"], []).append((_release(row["first"]), _release(row["last"]), row))
+            for name in row["names"].split("; "):
+                ids = names.setdefault(_plain(name), [])
+                if row["device"] not in ids:
+                    ids.append(row["device"])
+    with (DATA / "driver_readmes.csv").open(newline="", encoding="utf-8") as handle:
+        read = sorted((_release(r["release"]), r["release"], r["commit"]) for r in csv.DictReader(handle))
+    return runs, tuple(read), names
+
+
+@cache
+def _pci_ids_by_name() -> dict[str, list[str]]:
+    """plain pci.ids name -> device IDs (from pci_gpus.csv's sources: 'pci.ids ... 10de:2783 ...')."""
+    found: dict[str, list[str]] = {}
+    path = DATA / "pci_gpus.csv"
+    if path.exists():
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                ids = found.setdefault(_plain(row["name"]), [])
+                ids += [i.upper() for i in _ID_IN_SOURCE.findall(row["source"]) if i.upper() not in ids]
+    return found
+
+
+_OTHER_PART = {"mobile", "max", "q", "embedded"}
+
+
+def pci_id(name: str) -> str | None:
+    """'2783' for a GPU named by its PCI ID ('10de:2783', '10DE 2783', '0x2783'), else None."""
+    match = _PCI_ID.fullmatch((name or "").strip())
+    return match.group(1).upper() if match else None
+
+
+def device_ids(name: str | None) -> list[str]:
+    """The PCI device IDs a GPU name may be, for the driver lists: a PCI ID as it is; else the names the drivers'
+    README spells (nvidia-smi's names) and pci.ids names, matched whole ('RTX 4070 SUPER' -> 2783), else those
+    the name begins ('H100 SXM5' -> the four H100 SXM5 boards). [] where nothing matches."""
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        return []
+    if (device := pci_id(name)) is not None:
+        return [device]
+    readme, pci_names = _driver_devices()[2], _pci_ids_by_name()
+    plain = _plain(name)
+    if not plain:
+        return []
+    for table in (readme, pci_names):
+        if plain in table:
+            if plain != core(plain):  # a board's own name ('H100 80GB HBM3'): that board
+                return list(table[plain])
+            # a family's name ('H100', 'RTX 4070'): every board of it, not other products ('RTX 4070 SUPER')
+            # (a laptop or embedded part is another product: 'RTX 5050 Laptop GPU' came before the desktop 'RTX 5050')
+            asked = set(plain.split())
+            return list(dict.fromkeys(i for t in (readme, pci_names) for known, ids in t.items()
+                                      if core(known) == plain and not (set(known.split()) - asked) & _OTHER_PART for i in ids))
+    found: list[str] = []
+    for table in (readme, pci_names):
+        for known, ids in table.items():
+            if f"{known} ".startswith(f"{plain} "):
+                found += [i for i in ids if i not in found]
+    return found
+
+
+def device_names(device: str) -> list[str]:
+    """The names the drivers' README gives a device ID ('2783' -> ['NVIDIA GeForce RTX 4070 SUPER'])."""
+    runs = _driver_devices()[0].get(device) or []
+    return runs[0][2]["names"].split("; ") if runs else []
+
+
+def lists(device: str, release: tuple[int, ...]) -> dict | None:
+    """The driver_devices.csv row whose run holds a read release, or None where that release does not list the device."""
+    for first, last, row in _driver_devices()[0].get(device, ()):
+        if first <= release and (last is None or release <= last):
+            return row
+    return None
+
+
+def driver_lists(device: str, driver: str) -> tuple[str, str, str]:
+    """Whether a driver release lists a PCI device ID: ('yes' | 'no' | 'unknown', confidence, what was read).
+    A release read answers itself (high); a release not read is judged by the read releases of its branch either side
+    of it (medium: 'yes' where those either side, or the newest of its branch, list it), and is 'unknown' otherwise
+    (its branch not read, before R515, or a read neighbour that does not list it): the caller then keeps the
+    architecture's branches, never a FAIL from a list not read."""
+    _runs, read, _names = _driver_devices()
+    asked = _release(driver)
+    if asked is None or not read or device not in _runs:
+        return "unknown", "low", "no driver list read names it"
+    exact = next((r for r in read if r[0] == asked), None)
+    if exact is not None:
+        return ("yes" if lists(device, asked) else "no"), "high", f"{exact[1]}'s list of compatible GPUs (commit {exact[2][:12]})"
+    branch = [r for r in read if r[0][0] == asked[0]]
+    below = [r for r in branch if r[0] < asked]
+    above = [r for r in branch if r[0] > asked]
+    prev, nxt = (below[-1] if below else None), (above[0] if above else None)
+    said = " and ".join(f"{r[1]}'s (commit {r[2][:12]})" for r in (prev, nxt) if r) + (" lists" if prev and nxt else " list") + " of compatible GPUs"
+    have = [bool(lists(device, r[0])) for r in (prev, nxt) if r]
+    if prev and nxt and have[0] and have[1]:
+        return "yes", "medium", f"{said}, either side of {driver} (its own list was not read)"
+    if prev and not nxt and have[0]:
+        return "yes", "medium", f"{said}, the newest of R{asked[0]} read ({driver}'s own was not read)"
+    if not branch and asked > read[-1][0] and lists(device, read[-1][0]):
+        return "yes", "medium", f"{read[-1][1]}'s list of compatible GPUs (commit {read[-1][2][:12]}), the newest read ({driver}'s own was not read)"
+    return "unknown", "low", f"{said} (not {driver}'s own)" if branch else f"no R{asked[0]} list of compatible GPUs was read"
+
+
+def nearest_listing(devices: list[str], driver: str) -> str | None:
+    """The read release nearest after a driver (else before it) that lists one of these device IDs: the one to name."""
+    _runs, read, _names = _driver_devices()
+    asked = _release(driver) or ()
+    later = [r for r in read if r[0] > asked and any(lists(d, r[0]) for d in devices)]
+    earlier = [r for r in read if r[0] < asked and any(lists(d, r[0]) for d in devices)]
+    return later[0][1] if later else earlier[-1][1] if earlier else None
+
+
+def first_listing(device: str) -> dict | None:
+    """The device's first driver_devices.csv row: its `first` is the first release that lists it."""
+    runs = _driver_devices()[0].get(device)
+    return runs[0][2] if runs else None

@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 
 from packaging.version import Version
 
-from . import tables
+from . import gpus, tables
 from .tables import minor_series, version
 
 PASS, FAIL, UNCERTAIN = "pass", "fail", "uncertain"
@@ -258,6 +258,28 @@ def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> R
         return None
     architecture, first, last = bounds["architecture"], bounds["first"], bounds["last"]
     what = f"{architecture} GPUs such as {gpu}" if gpu else f"{architecture} GPUs of compute capability {cc}"
+    listed = device_listings(gpu, driver)
+    yes, no = ([d for d, a in listed.items() if a[0] == verdict] for verdict in ("yes", "no"))
+    if no and len(no) == len(listed):  # no board the name may be is in this release's list: the driver does not bind it
+        answer, confidence, read = listed[no[0]]
+        nearest = gpus.nearest_listing(no, driver)
+        began = min((gpus.first_listing(d) for d in no), key=lambda row: tables.version(row["first"]))
+        then = (f"; the nearest release that lists it is {nearest}" if nearest else "") + (
+            f" (first listed in {began['first']})" if began and nearest != began["first"] else "")
+        if first and branch < int(first["branch"]):  # the architecture's branches say so too
+            then += f"; {first['gpu'] or architecture} needs R{first['branch']} or newer"
+        elif last and branch > int(last["branch"]):
+            then += f"; R{last['branch']} is the last branch for {last['gpu'] or architecture}"
+        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {device_text(no)} "
+                              f"{'are' if len(no) > 1 else 'is'} not in {read}{then}", listing_source(no[0], driver), "NO_DEVICE", "device"), confidence)
+    if yes:  # the release lists it: driven, whatever the architecture's branches say
+        confidence = "high" if all(listed[d][1] == "high" for d in yes) else "medium"
+        began = gpus.first_listing(yes[0])
+        warning = (f"driver {driver} does not list {device_text(no)}, another board of that name (first listed in "
+                   f"{(gpus.first_listing(no[0]) or {}).get('first', '?')}): that one would not be driven") if no else None
+        return weighed(Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what}: {device_text(yes)} "
+                              f"{'are' if len(yes) > 1 else 'is'} in {listed[yes[0]][2]} ({listed_since(began['first'])})", listing_source(yes[0], driver),
+                              warning=warning), confidence)
     if first and branch < int(first["branch"]):
         needs = first["gpu"] or architecture
         return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {needs} needs R{first['branch']} or newer",
@@ -266,12 +288,56 @@ def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> R
         return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: R{last['branch']} is the last branch for "
                               f"{last['gpu'] or architecture}", last["source"], "NO_DEVICE", "device"), last["confidence"])
     # inside the bounds the GPU is driven however loosely a bound was sourced: a bound's doubt is only below or above it
+    if listed and branch >= 515:  # a driver list of this era not read for it: the architecture's branches, and said so
+        return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)}); whether it lists "
+                      f"{device_text(list(listed))} is not known ({next(iter(listed.values()))[2]}), so this rests on the "
+                      "architecture's branches", (first or last)["source"], confidence="medium",
+                      warning=f"driver {driver}'s own list of compatible GPUs was not read, and {device_text(list(listed))} is not in "
+                              f"every read one near it ({next(iter(listed.values()))[2]}): it may not be driven")
     return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"])
+
+
+def device_listings(gpu: str | None, driver: str) -> dict[str, tuple[str, str, str]]:
+    """Per PCI device ID the GPU's name may be (gpus.device_ids), whether the driver's release lists it
+    (gpus.driver_lists: 'yes' | 'no' | 'unknown', confidence, what was read); {} where no driver list names the GPU."""
+    ids = [d for d in gpus.device_ids(gpu) if gpus.first_listing(d)] if gpu else []
+    return {d: gpus.driver_lists(d, driver) for d in ids}
+
+
+def listed_since(release: str) -> str:
+    """'first listed in 550.40.07', or for a device in the oldest list read 'listed since 515.48.07, the oldest list read'."""
+    oldest = min((r["release"] for r in tables.table("driver_readmes")), key=tables.version, default=None)
+    return f"listed since {release}, the oldest list read" if release == oldest else f"first listed in {release}"
+
+
+def device_text(devices: list[str]) -> str:
+    """'PCI device 10de:2783' / 'PCI devices 10de:2330, 10de:2337'."""
+    return f"PCI device{'s' if len(devices) > 1 else ''} " + ", ".join(f"10de:{d.lower()}" for d in devices)
+
+
+def listing_source(device: str, driver: str) -> str:
+    """The README read for a driver (where read) and the device's first listing: the facts a listing verdict rests on."""
+    read = next((r for r in tables.table("driver_readmes") if r["release"] == driver), None)
+    began = gpus.first_listing(device)
+    return " ; ".join(s for s in ((read or {}).get("source"), began and began["source"], "knowledge/data/driver_devices.csv") if s)
 
 
 def driving_branch(cc: str | None, gpu: str | None, driver: str) -> tuple[int, str | None, str]:
     """For a driver outside the GPU's branches: (the branch nearest to it that drives the GPU, the newest release of that
     branch the knowledge names or None, 'drivers R570 and newer drive Blackwell GPUs')."""
+    listed = device_listings(gpu, driver)
+    if listed and all(answer == "no" for answer, _c, _r in listed.values()):  # the driver lists no board of that name
+        nearest = gpus.nearest_listing(list(listed), driver)
+        if nearest is not None:
+            branch = driver_branch(nearest)
+            named = [d for d in branch_releases(branch) if any(gpus.driver_lists(i, d)[0] == "yes" for i in listed)]
+            head = f"driver {nearest} (R{branch}) lists {gpu} ({device_text(list(listed))})"
+            bounds = tables.driver_branches(cc, gpu)
+            asked = driver_branch(driver)
+            if bounds and asked is not None and ((bounds["first"] and asked < int(bounds["first"]["branch"]))
+                                                 or (bounds["last"] and asked > int(bounds["last"]["branch"]))):
+                head = f"drivers {drive_span(bounds)} drive {bounds['architecture']} GPUs; {head}"  # the architecture's reason first
+            return branch, (named or [nearest])[-1], head
     bounds = tables.driver_branches(cc, gpu)
     asked, first, last = driver_branch(driver), bounds["first"], bounds["last"]
     bound = last if last and asked is not None and asked > int(last["branch"]) else first
