@@ -93,12 +93,22 @@ def wheelhouse(tmp_path_factory) -> Path:
     return folder
 
 
+def wheel_metadata(path: Path) -> bytes:
+    """A wheel's METADATA, as an index serves it beside the wheel (PEP 658)."""
+    with zipfile.ZipFile(path) as archive:
+        return archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA")))
+
+
 class IndexServer:
     """A simple-API index of a wheelhouse on 127.0.0.1: JSON (PEP 691) or HTML (PEP 503) project pages, files with
-    Range support. `ranges=False` answers a range request with the whole file; `failing` paths answer 500."""
+    Range support and their PEP 658 metadata (<file>.metadata, its sha256 on the page). `ranges=False` answers a range
+    request with the whole file; `metadata=False` serves and declares none; `failing` paths answer 500; `missing`
+    file names are listed but answer 404; `extra` links ({project: [(filename, href)]}) are listed as they are;
+    `wrong_hash` file names are listed with another sha256 (and metadata hash)."""
 
     def __init__(self, folder: Path):
         self.folder, self.ranges, self.failing, self.requests, self.json_pages = folder, True, (), [], True
+        self.metadata, self.missing, self.extra, self.wrong_hash = True, set(), {}, set()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -115,20 +125,31 @@ class IndexServer:
                 found = re.fullmatch(r"/simple/([a-z0-9-]+)/", self.path)
                 if found:
                     return self._project(found.group(1), body)
-                if self.path.startswith("/files/") and (server.folder / self.path[7:]).is_file():
-                    return self._file(server.folder / self.path[7:], body)
+                name = self.path[7:].removesuffix(".metadata")
+                if self.path.startswith("/files/") and name not in server.missing and (server.folder / name).is_file():
+                    if self.path.endswith(".metadata"):
+                        if not server.metadata:
+                            return self._send(404, b"not found", "text/plain", body)
+                        return self._send(200, wheel_metadata(server.folder / name), "application/octet-stream", body)
+                    return self._file(server.folder / name, body)
                 self._send(404, b"not found", "text/plain", body)
 
             def _project(self, project: str, body: bool):
                 wheels = sorted(p for p in server.folder.glob("*.whl") if p.name.split("-")[0].replace("_", "-") == project)
-                if not wheels:
+                if not wheels and project not in server.extra:
                     return self._send(404, b"not found", "text/plain", body)
-                files = [{"filename": p.name, "url": f"/files/{p.name}", "hashes": {"sha256": hashlib.sha256(p.read_bytes()).hexdigest()},
-                          "size": p.stat().st_size} for p in wheels]
+                def sha(data, name):
+                    return hashlib.sha256(data + (b"tampered" if name in server.wrong_hash else b"")).hexdigest()
+                files = [{"filename": p.name, "url": f"/files/{p.name}", "hashes": {"sha256": sha(p.read_bytes(), p.name)},
+                          "size": p.stat().st_size, **({"core-metadata": {"sha256": sha(wheel_metadata(p), p.name)}} if server.metadata else {})}
+                         for p in wheels]
+                files += [{"filename": name, "url": href, "hashes": {}} for name, href in server.extra.get(project, [])]
                 if server.json_pages and "json" in self.headers.get("Accept", ""):
                     page = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files, "versions": []}).encode()
                     return self._send(200, page, "application/vnd.pypi.simple.v1+json", body)
-                links = "".join(f'<a href="{f["url"]}#sha256={f["hashes"]["sha256"]}">{f["filename"]}</a>\n' for f in files)
+                links = "".join(f'<a href="{f["url"]}{"#sha256=" + f["hashes"]["sha256"] if f["hashes"] else ""}"'
+                                + (f' data-dist-info-metadata="sha256={f["core-metadata"]["sha256"]}"' if "core-metadata" in f else "")
+                                + f'>{f["filename"]}</a>\n' for f in files)
                 self._send(200, f"<html><body>{links}</body></html>".encode(), "text/html", body)
 
             def _file(self, path: Path, body: bool):

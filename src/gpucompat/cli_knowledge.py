@@ -38,6 +38,18 @@ def summary_table(result: dict):
     return table
 
 
+def fetch_table(result: dict):
+    """What a dry run found an update would fetch: one row per wheel."""
+    from rich.table import Table
+
+    table = Table(title=f"an update from {result.get('index')} would read")
+    for column in ("package", "release", "file", "bytes (at most)"):
+        table.add_column(column, overflow="fold")
+    for read in result["fetch"]["reads"]:
+        table.add_row(read["package"], read["release"], read["file"], f"{read['bytes']:,}" if read["bytes"] is not None else "not given")
+    return table
+
+
 def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
     """Add `knowledge update` to the command line (`guarded`: cli's one sentence and exit code; `out`, `err`: its consoles)."""
     knowledge_app = typer.Typer(help="The knowledge tables: bring them up to date with what the index has (a user-level overlay).",
@@ -49,7 +61,9 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
         index: Optional[str] = typer.Option(None, "--index", help="The simple-API index to read (default: uv's, $UV_DEFAULT_INDEX or $UV_INDEX_URL, else PyPI)."),
         wheelhouse: Optional[Path] = typer.Option(None, "--wheelhouse", help="A folder of wheels to read instead of an index."),
         offline: bool = typer.Option(False, "--offline", help="Ask no index: with --wheelhouse learn from it (uv offline); else show what is known."),
-        plan: Optional[Path] = typer.Option(None, "--plan", help="Also write a sweep plan of the new releases (for `gpucompat sweep`)."),
+        plan: Optional[Path] = typer.Option(None, "--plan", help="Also write a sweep plan of the new releases (for `gpucompat sweep`); this is no dry run (see --dry-run)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Read the index pages and list what an update would fetch, with the bytes; fetch no wheel and change nothing."),
+        files_host: list[str] = typer.Option([], "--files-host", help="A host the index keeps its files on besides its own (PyPI's files.pythonhosted.org is known); repeatable."),
         executor: str = typer.Option("local", "--executor", help="The plan's executor: its GPU classes are what `sweep` discovers there."),
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ):
@@ -64,6 +78,8 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
             raise UserError("give --index or --wheelhouse, not both.")
         if executor not in EXECUTORS:
             raise UserError(f"unknown executor {executor!r}; this version has: {', '.join(EXECUTORS)}.")
+        if dry_run and plan is not None:
+            raise UserError("--dry-run writes nothing, so it takes no --plan; run without --dry-run to write the plan.")
         if plan is not None and plan.exists() and plan.is_dir():
             raise UserError(f"--plan {plan} is a directory; give a file name such as new.toml.")
         if plan is not None and not plan.resolve().parent.is_dir():  # said before anything is fetched
@@ -72,7 +88,23 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
 
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err.real(), transient=True) as progress:
             task = progress.add_task("knowledge update", total=None)
-            result = learn(index, str(wheelhouse) if wheelhouse else None, offline, say=lambda text: progress.update(task, description=text))
+            # the bytes are said before any wheel is fetched, on stderr, terminal or not: no prompt, the update goes on
+            result = learn(index, str(wheelhouse) if wheelhouse else None, offline, say=lambda text: progress.update(task, description=text),
+                           dry_run=dry_run, announce=lambda text: progress.console.print(text, highlight=False, soft_wrap=True),
+                           hosts=tuple(files_host))
+        if result.get("dry_run"):
+            if json_out:
+                _print_json(result)
+                return
+            out.print(fetch_table(result), highlight=False)
+            planned = result["fetch"]
+            out.print(f"dry run: {len(planned['reads'])} wheel(s) whose CUDA libraries would be read, at most {planned['bytes']:,} bytes"
+                      + (f" ({planned['unsized']} of a size the index does not give)" if planned["unsized"] else "")
+                      + f"; {len(planned['checks'])} listed file(s) checked (metadata or 4 bytes each); {result['index_bytes']:,} bytes of index "
+                      "pages read to find them. Nothing was fetched or changed.", highlight=False, soft_wrap=True)
+            for sentence in result.get("refused", []):
+                out.print(f"refused: {sentence}", highlight=False, soft_wrap=True)
+            return
         if plan is not None:
             text = plan_text(result, executor, str(wheelhouse) if wheelhouse else None) if result.get("changed") else None
             if text is not None:
@@ -101,7 +133,23 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
                   f"{result['bytes_fetched']:,} bytes of wheels and {result['index_bytes']:,} of index pages fetched"
                   + ("" if result.get("range_requests", True) else "; the index ignores range requests, so kernels were inferred")
                   + f". Overlay rows: {rows} ({result['overlay']}).", highlight=False, soft_wrap=True)
+        for sentence in result.get("not_learned", []):
+            out.print(f"not learned: {sentence}", highlight=False, soft_wrap=True)
+        for sentence in result.get("refused", []):
+            out.print(f"refused: {sentence}", highlight=False, soft_wrap=True)
+        if result.get("replaced_damaged"):
+            out.print("the damaged overlay was replaced by this update's", highlight=False)
         if plan is not None:
             out.print(f"plan: {plan}" if result.get("plan") else "plan: nothing new to sweep, so no plan was written", highlight=False)
+
+    @knowledge_app.command("reset")
+    @guarded
+    def reset():
+        """Remove the learned knowledge (the overlay `knowledge update` wrote); the packaged tables stay and answer alone."""
+        from .knowledge.overlay import reset as remove
+
+        where, removed = remove()
+        out.print(f"removed the learned knowledge ({where}); the packaged tables answer alone now" if removed else
+                  f"nothing learned to remove ({where}); the packaged tables answer alone already", highlight=False, soft_wrap=True)
 
     app.add_typer(knowledge_app, name="knowledge")

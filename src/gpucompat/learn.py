@@ -11,6 +11,12 @@ than the packaged build tables is read from the index as pip would see it:
   release of the same variant and marked so.
 Everything learned goes into the overlay (knowledge/overlay.py) in one swap at the end: a failure on the way
 changes nothing. Releases the overlay already holds with read kernels are kept, not fetched again.
+
+A release is learned only from a file the index really serves: every release (version and local label) past the
+packaged lists has one of its wheels checked (pyindex.Index.check: its PEP 658 metadata against the index's hash,
+a range read of its head, or the file whole against the index's hash) before anything is learned from it; one
+that fails is left out, and the report says why in one sentence (as it says which links were refused).
+Before fetching, the update says what it will fetch and how many bytes (`plan`); `dry_run` stops there.
 """
 
 from __future__ import annotations
@@ -113,6 +119,11 @@ class Release:
     version: Version
     wheels: list = field(default_factory=list)  # IndexFile
     pythons: set = field(default_factory=set)
+    checked: object = None  # the IndexFile found served (Index.check), once checked
+    how: str = ""  # how it was found served: metadata, range, whole, wheelhouse
+
+    def smallest(self):
+        return min(self.wheels, key=lambda w: (w.size or 0, w.filename))
 
     @property
     def plain_pythons(self) -> list[str]:
@@ -150,6 +161,8 @@ class Learner:
         self.ranges = True  # the server honoured range requests (False: archs inferred)
         self.seen: dict[str, list[str]] = {}  # package -> every version the index lists (the release list explain reads)
         self.earlier = {name: overlay.rows(name) for name in TABLES}  # the rows earlier updates learned, read once
+        self.damaged = overlay.problem()  # a damaged overlay: nothing of it is kept, this update replaces it
+        self.not_learned: list[str] = []  # one sentence per release left out (its files not served as listed)
 
     # -- index reading ------------------------------------------------------------------------------
 
@@ -168,9 +181,54 @@ class Learner:
         self.seen[package] = sorted(versions, key=Version)
         return releases(files, package)
 
+    def _known(self, package: str) -> set[str]:
+        """The versions of a package the packaged python_wheels list holds (PyPI's, read when the tables were built)."""
+        return {r["version"] for r in packaged("python_wheels")[1] if r["package"] == package}
+
+    def _unchecked(self, package: str, found: dict[str, dict[str, Release]], also=()) -> list[Release]:
+        """The releases to check before learning: every version the packaged list lacks, and those in `also`."""
+        known, also = self._known(package), set(also)
+        return [release for text in sorted(found, key=Version) if text not in known or text in also
+                for _local, release in sorted(found[text].items()) if release.checked is None]
+
+    def check(self, release: Release) -> bool:
+        """Whether the index serves a file of this release (its wheels tried smallest first); the files that fail
+        are dropped from it, each with one sentence."""
+        for wheel in sorted(release.wheels, key=lambda w: (w.size or 0, w.filename)):
+            self.say(f"checking that {self.index.label} serves {wheel.filename}")
+            try:
+                release.how = self.index.check(wheel)
+            except pyindex.NotServed as exc:
+                self.index.refuse(str(exc))
+                continue
+            release.checked = wheel
+            break
+        if release.checked is None:
+            label = f"+{release.wheels[0].filename.split('-')[1].partition('+')[2]}" if "+" in release.wheels[0].filename.split("-")[1] else ""
+            self.not_learned.append(f"{release.package} {release.version}{label} is not learned: the index lists it, "
+                                    "but serves none of its files as listed.")
+            return False
+        return True
+
+    def served(self, package: str, found: dict[str, dict[str, Release]], also=()) -> dict[str, dict[str, Release]]:
+        """`found` without the releases whose files the index does not serve (those past the packaged list, and
+        `also`, are checked); the release list explain reads keeps only what is known or was checked."""
+        for release in self._unchecked(package, found, also):
+            self.check(release)
+        known, also = self._known(package), set(also)
+        kept = {text: {local: r for local, r in labels.items() if r.checked is not None or (text in known and text not in also)}
+                for text, labels in found.items()}
+        kept = {text: labels for text, labels in kept.items() if labels}
+        if package in self.seen:
+            self.seen[package] = [v for v in self.seen[package] if v in known or v in kept]
+        return kept
+
     def kernels(self, framework: str, release: Release) -> tuple[list[str], list[str], str, int] | None:
-        """(sass, ptx, how, bytes) read from the smallest Linux wheel of a release; None where the server ignores ranges."""
-        wheel = min(release.wheels, key=lambda w: (w.size or 0, w.filename))
+        """(sass, ptx, how, bytes) read from the wheel of a release found served; None where the server ignores ranges
+        (the file was checked another way: its metadata, or whole)."""
+        if release.checked is None and not self.check(release):
+            raise pyindex.NotServed(f"{release.package} {release.version} is not served")
+        wheel = release.checked
         before = self.index.fetched
         self.say(f"reading the CUDA libraries of {wheel.filename}")
         try:
@@ -225,6 +283,7 @@ class Learner:
     def torch(self) -> None:
         found = self.listing("torch")
         newest = max(Version(r["release"]) for r in packaged("torch_pypi_default")[1] + packaged("torch_builds")[1])
+        found = self.served("torch", found, also=[v for _series, versions in _series_past(found, newest) for v in versions])
         kept = {r["release"] for r in self.earlier["torch_builds"] if "inferred" not in r["source"]}  # inferred rows are read again
         for series, versions in _series_past(found, newest):
             if series in kept:
@@ -234,7 +293,7 @@ class Learner:
             latest = versions[-1]
             default = found[latest].get("")
             entry = {"package": "torch", "release": series, "versions": versions, "variants": [], "bytes": 0}
-            if default is not None:
+            if default is not None and default.checked is not None:
                 python = _resolving_python("torch", latest, default.plain_pythons)
                 output = self.compile(f"torch=={latest}", python)
                 pins = torch_pins(output)
@@ -254,7 +313,10 @@ class Learner:
         self.python_rows("torch", found)
 
     def _torch_build(self, series: str, variant: str, cuda: str, release: Release, entry: dict) -> None:
-        read = self.kernels("torch", release)
+        try:
+            read = self.kernels("torch", release)
+        except pyindex.NotServed:
+            return  # said once, by check
         if read is not None:
             sass, ptx, how, spent = read
             row = {"sass": ";".join(sass), "ptx": ";".join(ptx), "confidence": "high", "source": f"{self.source}: {how}"}
@@ -277,11 +339,13 @@ class Learner:
     def jax(self) -> None:
         found = self.listing("jaxlib")
         packaged_newest = next((Version(r["newest"]) for r in packaged("newest_releases")[1] if r["framework"] == "jax"), None)
+        new = [v for _series, versions in (_series_past(found, packaged_newest) if packaged_newest is not None else ()) for v in versions]
+        found = self.served("jaxlib", found, also=new)
         self.python_rows("jaxlib", found)
         kept = {r["from_version"] for r in self.earlier["jax_builds"] if r.get("source", "").find("inferred") < 0}
         plugins = {}
         for package in JAX_PLUGINS:
-            listed = self.listing(package)
+            listed = self.served(package, self.listing(package), also=new)
             if listed:
                 plugins[package] = listed
                 self.python_rows(package, listed)
@@ -307,7 +371,10 @@ class Learner:
         before = self.previous("jax_builds", lambda r: r["variant"] == variant and Version(r["from_version"]) < Version(first), "from_version")
         if before is None:
             return  # a CUDA major no JAX row describes yet: its driver floor is not in the tables to carry over
-        read = self.kernels("jax", release)
+        try:
+            read = self.kernels("jax", release)
+        except pyindex.NotServed:
+            return  # said once, by check
         inherited = f"documented minimum CC, driver and cuDNN as jax[{variant}] {before['from_version']} ({before['source'][:160]})"
         if read is not None:
             sass, ptx, how, spent = read
@@ -324,6 +391,7 @@ class Learner:
     def tensorflow(self) -> None:
         found = self.listing("tensorflow")
         newest = max(Version(r["release"]) for r in packaged("tensorflow_builds")[1])
+        found = self.served("tensorflow", found, also=[v for _series, versions in _series_past(found, newest) for v in versions])
         self.python_rows("tensorflow", found)
         kept = {r["release"] for r in self.earlier["tensorflow_builds"] if "inferred" not in r.get("source", "")}
         for series, versions in _series_past(found, newest):
@@ -337,7 +405,10 @@ class Learner:
             python = _resolving_python("tensorflow", first, release.plain_pythons)
             cuda, cudnn = cuda_versions(parse_pins(self.compile(f"tensorflow[and-cuda]=={first}", python)))
             before = self.previous("tensorflow_builds", lambda r: Version(r["release"]) < Version(series), "release")
-            read = self.kernels("tensorflow", release)
+            try:
+                read = self.kernels("tensorflow", release)
+            except pyindex.NotServed:
+                continue  # said once, by check
             entry = {"package": "tensorflow", "release": series, "versions": versions, "variants": [], "bytes": 0}
             if read is not None:
                 sass, ptx, how, spent = read
@@ -364,8 +435,9 @@ class Learner:
             found = self.listing(package)
             if not found:
                 continue
-            self.python_rows(package, found)
             last = max((Version(r["last_version"]) for r in rows if r["package"] == package), default=Version("0"))
+            found = self.served(package, found, also=[t for t in found if Version(t) > last])
+            self.python_rows(package, found)
             new = sorted(Version(t) for t in found if not Version(t).is_prerelease and Version(t) > last)
             variant = package[len("cupy-"):]
             for major in sorted({v.major for v in new}):
@@ -381,17 +453,95 @@ class Learner:
         for step in (self.torch, self.jax, self.tensorflow, self.cupy):
             step()
 
+    # -- what a run would fetch ---------------------------------------------------------------------------
+
+    def plan(self) -> dict:
+        """What a run would fetch, found before anything but the index pages is fetched: the wheels whose CUDA
+        libraries it would read (range requests read only those, so a wheel's size is the most it costs; the size
+        is the index's, else a HEAD request's Content-Length) and the files it would check (a metadata file or a
+        4-byte range read each). The same choices as the run, releases kept from the last update left out."""
+        reads: list[dict] = []
+        checks: list[str] = []
+
+        def read(package: str, series: str, release: Release) -> None:
+            wheel = release.smallest()
+            try:
+                size = self.index.size_of(wheel)
+            except pyindex.NotServed as exc:
+                self.index.refuse(str(exc))
+                return
+            reads.append({"package": package, "release": series, "file": wheel.filename, "url": wheel.url, "bytes": size})
+
+        def check(package: str, found: dict, also) -> None:
+            checks.extend(r.smallest().filename for r in self._unchecked(package, found, also))
+
+        found = self.listing("torch")
+        newest = max(Version(r["release"]) for r in packaged("torch_pypi_default")[1] + packaged("torch_builds")[1])
+        kept = {r["release"] for r in self.earlier["torch_builds"] if "inferred" not in r["source"]}
+        past = _series_past(found, newest)
+        check("torch", found, [v for _s, versions in past for v in versions])
+        for series, versions in past:
+            if series not in kept:
+                for local, release in sorted(found[versions[-1]].items()):
+                    if local == "" or re.fullmatch(r"cu[0-9]{3}", local):
+                        read("torch", series, release)
+        found = self.listing("jaxlib")
+        jax_newest = next((Version(r["newest"]) for r in packaged("newest_releases")[1] if r["framework"] == "jax"), None)
+        past = _series_past(found, jax_newest) if jax_newest is not None else []
+        new = [v for _s, versions in past for v in versions]
+        check("jaxlib", found, new)
+        kept = {r["from_version"] for r in self.earlier["jax_builds"] if "inferred" not in r.get("source", "")}
+        for package in JAX_PLUGINS:
+            listed = self.listing(package)
+            check(package, listed, new)
+            for series, versions in past:
+                first = next((v for v in versions if v in listed), None)
+                if first is not None and first not in kept:
+                    read(package, series, listed[first][""] if "" in listed[first] else next(iter(listed[first].values())))
+        found = self.listing("tensorflow")
+        newest = max(Version(r["release"]) for r in packaged("tensorflow_builds")[1])
+        kept = {r["release"] for r in self.earlier["tensorflow_builds"] if "inferred" not in r.get("source", "")}
+        past = _series_past(found, newest)
+        check("tensorflow", found, [v for _s, versions in past for v in versions])
+        for series, versions in past:
+            if series not in kept:
+                first = versions[0]
+                read("tensorflow", series, found[first][""] if "" in found[first] else next(iter(found[first].values())))
+        for package in CUPY_PACKAGES:
+            found = self.listing(package)
+            last = max((Version(r["last_version"]) for r in packaged("cupy_packages")[1] if r["package"] == package), default=Version("0"))
+            check(package, found, [t for t in found if Version(t) > last])
+        sized = [r["bytes"] for r in reads if r["bytes"] is not None]
+        return {"reads": reads, "bytes": sum(sized), "unsized": len(reads) - len(sized), "checks": checks}
+
+
+def plan_sentence(planned: dict, label: str) -> str:
+    """The one line an update says before it fetches: what, and how many bytes at most."""
+    wheels = len(planned["reads"])
+    unsized = f" ({planned['unsized']} of them of a size {label} does not give)" if planned["unsized"] else ""
+    return (f"fetching up to {planned['bytes']:,} bytes from {label}: the CUDA libraries of {wheels} wheel{'s' if wheels != 1 else ''}"
+            f"{unsized}, by range requests where the server allows them, and checking {len(planned['checks'])} listed "
+            f"file{'s' if len(planned['checks']) != 1 else ''} (its metadata or its first 4 bytes each)")
+
 
 def update(index_url: str | None = None, wheelhouse: str | None = None, offline: bool = False,
-           say: Callable[[str], None] = lambda text: None, today: str | None = None) -> dict:
-    """Learn what the index has past the packaged tables and swap the overlay in; the summary as one object."""
+           say: Callable[[str], None] = lambda text: None, today: str | None = None, dry_run: bool = False,
+           announce: Callable[[str], None] = lambda text: None, hosts: tuple = ()) -> dict:
+    """Learn what the index has past the packaged tables and swap the overlay in; the summary as one object.
+    `announce` hears, before any wheel is fetched, what will be and how many bytes; `dry_run` stops there."""
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise UserError(f"--wheelhouse {wheelhouse!r} is not a directory.")
     if offline and not wheelhouse:
         return {"changed": False, "offline": True, **status()}
     started = time.monotonic()
-    index = pyindex.Index(None if wheelhouse else (index_url or default_index()), wheelhouse)
+    index = pyindex.Index(None if wheelhouse else (index_url or default_index()), wheelhouse, hosts=tuple(hosts))
     learner = Learner(index, offline, say, today)
+    planned = learner.plan()
+    if dry_run:
+        return {"changed": False, "dry_run": True, "index": index.label, "index_url": index.url or wheelhouse, "fetch": planned,
+                "index_bytes": index.pages, "bytes_fetched": index.fetched, "checked_bytes": index.checked, "refused": index.refusals,
+                "seconds": round(time.monotonic() - started, 2), "overlay": str(overlay.overlay_path())}
+    announce(plan_sentence(planned, index.label))
     learner.run()
     tables = {}
     for name in TABLES:
@@ -399,16 +549,20 @@ def update(index_url: str | None = None, wheelhouse: str | None = None, offline:
         if learner.rows[name]:
             tables[name] = (columns, learner.rows[name])
     about = {"index": index.label, "index_url": index.url or wheelhouse, "date": learner.today, "releases": learner.seen,
-             "learned": learner.learned, "bytes_fetched": index.fetched, "index_bytes": index.pages, "range_requests": learner.ranges}
+             "learned": learner.learned, "bytes_fetched": index.fetched, "index_bytes": index.pages, "range_requests": learner.ranges,
+             "checked_bytes": index.checked, "refused": index.refusals, "not_learned": learner.not_learned, "planned_bytes": planned["bytes"]}
     say("writing the overlay")
     overlay.replace(tables, about)
     return {"changed": True, "offline": False, **about, "seconds": round(time.monotonic() - started, 2), "overlay": str(overlay.overlay_path()),
-            "rows": {name: len(rows) for name, (_c, rows) in tables.items()}}
+            "rows": {name: len(rows) for name, (_c, rows) in tables.items()},
+            **({"replaced_damaged": learner.damaged} if learner.damaged else {})}
 
 
 def status() -> dict:
-    """What the overlay holds now (for --offline with an index: nothing is asked)."""
+    """What the overlay holds now (for --offline with an index: nothing is asked); a damaged overlay is one sentence."""
     about = overlay.meta()
+    if overlay.problem():
+        raise UserError(overlay.problem() + ".")
     return {"overlay": str(overlay.overlay_path()), "index": about.get("index"), "date": about.get("date"), "learned": about.get("learned", []),
             "bytes_fetched": 0, "index_bytes": 0, "seconds": 0.0}
 

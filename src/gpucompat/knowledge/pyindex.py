@@ -6,12 +6,18 @@ read as a zip from its end: the central directory first, then only the members t
 streamed through the fat-binary walk below, so a torch wheel of 540 MB costs the bytes of its CUDA libraries, not
 its whole; `fetched` counts every byte that came over the wire. A server that ignores Range gets no download at
 all (NoRanges): the caller infers instead.
+
+What the index lists is not what it serves: a release counts only once a file of it was read and checked
+(`Index.check`: its PEP 658 metadata, hash-checked; else a 4-byte range read of the file's head; else, for a file
+up to WHOLE_LIMIT, the file itself, hash-checked against the index's hash). A link with another scheme than
+http(s) (javascript:, file:, data:), one that leaves the index's host (PyPI's file host excepted) or goes from
+https to http is refused, and each refusal is one sentence in `Index.refused`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
-import json
 import re
 import struct
 import urllib.error
@@ -29,6 +35,12 @@ from ..probe.fatbin import ELF64_HEADER, FATBIN_MAGIC, Archs, Truncated, count_e
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 CHUNK = 8 << 20  # bytes read ahead per range request while a member streams (never past the member's end)
 IN_MEMORY = 64 << 20  # a CUDA library up to this size (uncompressed) is read whole by the probe's reader
+WHOLE_LIMIT = 32 << 20  # a file up to this size may be fetched whole to check it (a server without ranges or metadata)
+MAX_REFUSED = 20  # refusal sentences kept per update (then one counting the rest)
+HASHES = ("sha512", "sha384", "sha256", "sha224", "sha1", "md5")  # PEP 503's, strongest first
+FILE_HOSTS = {"pypi.org": ("files.pythonhosted.org",), "www.pypi.org": ("files.pythonhosted.org",),
+              "test.pypi.org": ("test-files.pythonhosted.org",)}  # an index whose files live on another host of its own
+MAGIC = (b"PK\x03\x04", b"\x1f\x8b")  # a wheel or zip, a .tar.gz: the first bytes a served file must have
 
 
 class NoRanges(Exception):
@@ -39,12 +51,45 @@ class IndexFailed(UserError):
     """The index did not answer as an index: one sentence, and the update changes nothing."""
 
 
+class NotServed(Exception):
+    """The index lists a file that it does not serve as listed (404, a hash mismatch, another size, not a wheel):
+    the release is not learned from it. The message is the one sentence the update reports."""
+
+
 @dataclass(frozen=True)
 class IndexFile:
     filename: str
     url: str  # an http(s) URL, or a path in a wheelhouse
     size: int | None = None
     yanked: bool = False
+    hashes: tuple = ()  # ((algorithm, hex digest), ...) as the index gives them (PEP 691 "hashes", PEP 503 "#sha256=")
+    metadata: tuple | bool = False  # PEP 658/714: the file's METADATA is served at url + ".metadata"; a tuple holds its hashes
+
+    def hash(self) -> tuple[str, str] | None:
+        """The strongest hash the index gives for the file (None: none)."""
+        return _strongest(self.hashes)
+
+
+def _strongest(hashes) -> tuple[str, str] | None:
+    given = {name.lower(): value.lower() for name, value in hashes if isinstance(name, str) and isinstance(value, str)}
+    return next(((name, given[name]) for name in HASHES if name in given and re.fullmatch(r"[0-9a-f]{32,128}", given[name])), None)
+
+
+def _hash_pairs(value) -> tuple:
+    """PEP 691's {"sha256": "..."} or PEP 503's "sha256=..." as ((name, digest), ...); () for anything else."""
+    if isinstance(value, dict):
+        return tuple((k, v) for k, v in value.items() if isinstance(k, str) and isinstance(v, str))
+    if isinstance(value, str) and "=" in value:
+        name, _, digest = value.partition("=")
+        return ((name, digest),)
+    return ()
+
+
+def _metadata_flag(value) -> tuple | bool:
+    """PEP 658's data-dist-info-metadata / PEP 714's core-metadata: False, True (served, no hash) or its hashes."""
+    if value is None or value is False or value == "false":
+        return False
+    return _hash_pairs(value) or True
 
 
 def normalize(name: str) -> str:
@@ -53,31 +98,76 @@ def normalize(name: str) -> str:
 
 
 class _Links(HTMLParser):
-    """The anchors of a PEP 503 project page: (href, text, yanked)."""
+    """The anchors of a PEP 503 project page: (href, text, yanked, PEP 658 metadata attribute or None)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.links: list[tuple[str, str, bool]] = []
-        self._open: tuple[str, bool] | None = None
+        self.links: list[tuple[str, str, bool, str | None]] = []
+        self._open: tuple[str, bool, str | None] | None = None
 
     def handle_starttag(self, tag, attrs):
         if tag == "a":
             found = dict(attrs)
-            self._open = (found.get("href") or "", "data-yanked" in found)
+            metadata = found.get("data-core-metadata", found.get("data-dist-info-metadata"))
+            self._open = (found.get("href") or "", "data-yanked" in found,
+                          None if metadata is None and "data-core-metadata" not in found and "data-dist-info-metadata" not in found
+                          else (metadata or "true"))
 
     def handle_data(self, data):
         if self._open is not None:
-            self.links.append((self._open[0], data.strip(), self._open[1]))
+            self.links.append((self._open[0], data.strip(), self._open[1], self._open[2]))
             self._open = None
 
 
 class Index:
     """One index or wheelhouse, with the bytes read from it so far."""
 
-    def __init__(self, url: str | None = None, wheelhouse: str | None = None, timeout: float = 60.0):
+    def __init__(self, url: str | None = None, wheelhouse: str | None = None, timeout: float = 60.0, hosts: tuple = ()):
         self.url, self.wheelhouse, self.timeout = (url.rstrip("/") + "/" if url else None), wheelhouse, timeout
-        self.fetched = 0  # bytes of wheels read (range requests, or a wheelhouse's files)
+        self.fetched = 0  # bytes of wheels read (range requests, whole files, or a wheelhouse's files)
         self.pages = 0  # bytes of index pages read
+        self.checked = 0  # bytes read to check that a listed file is served (metadata files, 4-byte range reads)
+        self.refused: list[str] = []  # one sentence per link refused or listed file not served
+        self._refused_more = 0
+        self._listed: dict[str, list[IndexFile] | None] = {}  # project -> its files (a page is read once per update)
+        self._whole: dict[str, bytes] = {}  # url -> a file fetched whole and hash-checked (read from memory after)
+        split = urllib.parse.urlsplit(self.url or "")
+        self.scheme, self.netloc = split.scheme.lower(), split.netloc.lower()
+        self.hosts = {self.netloc, *FILE_HOSTS.get((split.hostname or "").lower(), ()), *(h.lower() for h in hosts)}
+
+    def refuse(self, sentence: str) -> None:
+        """Keep one sentence for the update's report (the first MAX_REFUSED, then a count)."""
+        if sentence in self.refused:
+            return
+        if len(self.refused) < MAX_REFUSED:
+            self.refused.append(sentence)
+        else:
+            self._refused_more += 1
+
+    @property
+    def refusals(self) -> list[str]:
+        more = [f"{self._refused_more} more links or files were refused for the same reasons."] if self._refused_more else []
+        return self.refused + more
+
+    def _link(self, project: str, href: str, page: str) -> str | None:
+        """The absolute URL of a link on a project page, or None where it is refused (and why is kept)."""
+        shown = href if len(href) <= 80 else href[:77] + "..."
+        scheme = urllib.parse.urlsplit(href.strip()).scheme.lower()
+        if scheme and scheme not in ("http", "https"):
+            kind = {"javascript": "runs script, it is no file", "file": "reads this machine's own files, not the index's",
+                    "data": "carries its bytes in the page, not from the index"}.get(scheme, "is no http(s) address")
+            self.refuse(f"refused the link {shown!r} on {project}'s page of {self.label}: a {scheme}: link {kind}.")
+            return None
+        url = urllib.parse.urljoin(page, href.strip())
+        split = urllib.parse.urlsplit(url)
+        if split.netloc.lower() not in self.hosts:
+            self.refuse(f"refused the link {shown!r} on {project}'s page of {self.label}: it leaves the index's host "
+                        f"{self.netloc} for {split.netloc or 'no host'} (name that host with --files-host to allow it).")
+            return None
+        if self.scheme == "https" and split.scheme.lower() != "https":
+            self.refuse(f"refused the link {shown!r} on {project}'s page of {self.label}: it goes from https to {split.scheme or 'no scheme'}.")
+            return None
+        return url
 
     @property
     def label(self) -> str:
@@ -97,7 +187,13 @@ class Index:
             raise IndexFailed(f"the index {self.label} does not answer ({getattr(exc, 'reason', None) or exc}); nothing was changed.") from None
 
     def files(self, project: str) -> list[IndexFile] | None:
-        """Every file the index lists for a project; None where the index has no such project (404)."""
+        """Every file the index lists for a project (refused links left out); None where the index has no such
+        project (404). A project's page is read once per Index."""
+        if project not in self._listed:
+            self._listed[project] = self._files(project)
+        return self._listed[project]
+
+    def _files(self, project: str) -> list[IndexFile] | None:
         if self.wheelhouse:
             prefix = normalize(project).replace("-", "_")
             folder = Path(self.wheelhouse)
@@ -119,21 +215,135 @@ class Index:
         self.pages += len(body)
         try:
             if "json" in kind:
-                data = json.loads(body)
-                return [IndexFile(f["filename"], urllib.parse.urljoin(page, f["url"]), f.get("size"), bool(f.get("yanked")))
-                        for f in data.get("files", [])]
+                from .overlay import bounded_json
+
+                data = bounded_json(body.decode("utf-8"), f"{project}'s page of {self.label}")
+                found = []
+                for f in data.get("files", []):
+                    url = self._link(project, f["url"], page)
+                    size = f.get("size")
+                    if url is not None:
+                        found.append(IndexFile(str(f["filename"]), url, size if isinstance(size, int) and size >= 0 else None,
+                                               bool(f.get("yanked")), _hash_pairs(f.get("hashes")),
+                                               _metadata_flag(f.get("core-metadata", f.get("dist-info-metadata")))))
+                return found
             links = _Links()
             links.feed(body.decode("utf-8", "replace"))
+        except UserError as exc:
+            raise IndexFailed(f"{exc}; nothing was changed.") from None
         except (ValueError, KeyError, TypeError, AttributeError):
             raise IndexFailed(f"the index {self.label} answered for {project} with a page that is no simple-API page; nothing was changed.") from None
-        return [IndexFile(text or href.rsplit("/", 1)[-1].split("#")[0], urllib.parse.urljoin(page, href.split("#")[0]), None, yanked)
-                for href, text, yanked in links.links]
+        found = []
+        for href, text, yanked, metadata in links.links:
+            url = self._link(project, href, page)
+            if url is not None:
+                fragment = urllib.parse.urlsplit(url).fragment
+                found.append(IndexFile(text or url.rsplit("/", 1)[-1].split("#")[0], url.split("#")[0], None, yanked,
+                                       _hash_pairs(fragment), _metadata_flag(metadata)))
+        return found
+
+    # -- is a listed file served? ------------------------------------------------------------------------
+
+    def check(self, item: IndexFile) -> str:
+        """How a listed file was found served: "metadata" (its PEP 658 metadata, hash-checked), "range" (its first
+        bytes by a range request), "whole" (the file, hash-checked) or "wheelhouse". NotServed where it is not."""
+        name = item.filename
+        if self.wheelhouse:
+            try:
+                with open(item.url, "rb") as handle:
+                    head = handle.read(4)
+            except OSError as exc:
+                raise NotServed(f"{name} in {self.label} cannot be read ({exc.strerror or exc}).") from None
+            if not head.startswith(MAGIC):
+                raise NotServed(f"{name} in {self.label} is no wheel (it does not begin as a zip file does).")
+            return "wheelhouse"
+        if isinstance(item.metadata, tuple) and _strongest(item.metadata):
+            algorithm, digest = _strongest(item.metadata)
+            data = self._body(item.url + ".metadata", f"{name}'s metadata", limit=4 << 20)
+            self.checked += len(data)
+            if hashlib.new(algorithm, data).hexdigest() != digest:
+                raise NotServed(f"{name}'s metadata from {self.label} does not match the index's {algorithm} hash, so the release is not learned from it.")
+            text = data.decode("utf-8", "replace")
+            version = name.split("-")[1] if name.count("-") >= 2 else ""
+            stated = re.search(r"^Version: *(\S+)", text, re.M)
+            if version and (stated is None or stated.group(1) != version):
+                raise NotServed(f"{name}'s metadata from {self.label} states version {stated.group(1) if stated else 'none'}, not {version}.")
+            return "metadata"
+        response = self._open_file(item, {"Range": "bytes=0-3"})
+        with response:
+            span = response.headers.get("Content-Range", "")
+            if response.status == 206 and re.fullmatch(r"bytes 0-[0-9]+/[0-9]+", span):
+                head = response.read(4)
+                self.checked += len(head)
+                total = int(span.rsplit("/", 1)[1])
+                if item.size is not None and total != item.size:
+                    raise NotServed(f"{self.label} serves {name} with {total:,} bytes, not the {item.size:,} its page lists.")
+                if not head.startswith(MAGIC):
+                    raise NotServed(f"{self.label} serves {name} as something that is no wheel (it does not begin as a zip file does).")
+                return "range"
+            length = response.headers.get("Content-Length", "")
+            size = item.size if item.size is not None else (int(length) if length.isdigit() else None)
+            expected = item.hash()
+            if expected is None:
+                raise NotServed(f"{self.label} ignores range requests, serves no metadata for {name} and gives no hash for it, "
+                                "so nothing it serves can be checked.")
+            if size is None or size > WHOLE_LIMIT:
+                raise NotServed(f"{self.label} ignores range requests and serves no metadata for {name}, so checking it would mean "
+                                f"downloading {'all' if size is None else f'{size:,} bytes'} of it; it is not learned.")
+            data = response.read(WHOLE_LIMIT + 1)
+        self.fetched += len(data)
+        if len(data) > WHOLE_LIMIT:
+            raise NotServed(f"{self.label} sends more of {name} than the size it gives.")
+        if hashlib.new(expected[0], data).hexdigest() != expected[1]:
+            raise NotServed(f"{name} from {self.label} does not match the index's {expected[0]} hash, so the release is not learned from it.")
+        self._whole[item.url] = data
+        return "whole"
+
+    def size_of(self, item: IndexFile) -> int | None:
+        """A listed file's size: the index's size metadata, else a HEAD request's Content-Length (None: not said).
+        NotServed where the HEAD request finds no file."""
+        if item.size is not None or self.wheelhouse:
+            return item.size
+        request = urllib.request.Request(item.url, method="HEAD", headers={"User-Agent": "gpucompat-knowledge-update"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                length = response.headers.get("Content-Length", "")
+        except urllib.error.HTTPError as exc:
+            if exc.code in (403, 404, 410):
+                raise NotServed(f"{self.label} lists {item.filename} but answers {exc.code} for it, so no release is learned from it.") from None
+            return None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise IndexFailed(f"the index {self.label} does not answer ({getattr(exc, 'reason', None) or exc}); nothing was changed.") from None
+        return int(length) if length.isdigit() else None
+
+    def _open_file(self, item: IndexFile, headers: dict):
+        try:
+            return self._get(item.url, headers)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (403, 404, 410):
+                raise NotServed(f"{self.label} lists {item.filename} but answers {exc.code} for it, so no release is learned from it.") from None
+            raise IndexFailed(f"the index {self.label} answered {exc.code} for {item.filename}; nothing was changed.") from None
+
+    def _body(self, url: str, what: str, limit: int) -> bytes:
+        try:
+            response = self._get(url)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (403, 404, 410):
+                raise NotServed(f"{self.label} declares {what} but answers {exc.code} for it.") from None
+            raise IndexFailed(f"the index {self.label} answered {exc.code} for {what}; nothing was changed.") from None
+        with response:
+            data = response.read(limit + 1)
+        if len(data) > limit:
+            raise NotServed(f"{what} from {self.label} is larger than {limit:,} bytes, which no metadata file is.")
+        return data
 
     def open(self, item: IndexFile) -> io.RawIOBase:
         """A seekable reader of one wheel: a wheelhouse's file, or range requests (NoRanges where the server ignores them)."""
         if self.wheelhouse:
             return _Counted(open(item.url, "rb"), self)
-        return RangeFile(item.url, self)
+        if item.url in self._whole:  # fetched whole to check it: read from memory
+            return io.BytesIO(self._whole[item.url])
+        return RangeFile(item.url, self, item)
 
 
 class _Counted(io.RawIOBase):
@@ -171,19 +381,19 @@ class RangeFile(io.RawIOBase):
 
     BLOCK, KEEP = 64 << 10, 2 * CHUNK // (64 << 10)  # 64 KiB blocks, two read-aheads of them held
 
-    def __init__(self, url: str, index: Index):
+    def __init__(self, url: str, index: Index, item: IndexFile | None = None):
         self.url, self.index, self.pos = url, index, 0
         self.blocks: dict[int, bytes] = {}
         self.until = None  # where reading ahead stops: the end of the member being read (wheel_archs sets it)
-        try:
-            response = index._get(url, {"Range": "bytes=-65536"})  # the zip's end: its central directory, usually
-        except urllib.error.HTTPError as exc:
-            raise IndexFailed(f"the index {index.label} answered {exc.code} for {url.rsplit('/', 1)[-1]}; nothing was changed.") from None
+        item = item or IndexFile(url.rsplit("/", 1)[-1], url)
+        response = index._open_file(item, {"Range": "bytes=-65536"})  # the zip's end: its central directory, usually
         with response:
             span = response.headers.get("Content-Range", "")
             if response.status != 206 or not re.fullmatch(r"bytes [0-9]+-[0-9]+/[0-9]+", span):
                 raise NoRanges(url)  # closed unread: nothing of the body is downloaded
             self.size = int(span.rsplit("/", 1)[1])
+            if item.size is not None and self.size != item.size:
+                raise NotServed(f"{index.label} serves {item.filename} with {self.size:,} bytes, not the {item.size:,} its page lists.")
             self.tail = response.read()
         self.tail_at = self.size - len(self.tail)
         index.fetched += len(self.tail)
