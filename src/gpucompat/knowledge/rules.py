@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 
 from packaging.version import Version
 
-from . import gpus, tables
+from . import gpus, installs, tables
 from .tables import minor_series, version
 
 PASS, FAIL, UNCERTAIN = "pass", "fail", "uncertain"
@@ -674,6 +674,12 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
     if framework != "torch" and plain is not None and plain.is_prerelease:  # torch says so itself, with its CUDA
         reasons.append(Reason("release", UNCERTAIN, f"{framework} {release} is a pre-release or nightly; the tables describe releases", ""))
     reasons += defect_rules(framework, release, variant, cc)
+    stuck = installs.unresolvable(framework, release, variant, python)
+    if stuck:  # a PASS only for what installs: uv's own answer for this build's install line
+        nearest = f"; {stuck['nearest']} resolves" if stuck["nearest"] else ""
+        for_python = f" for Python {python}" if python and stuck["resolves"] == "some" else ""
+        reasons.append(Reason("installs", FAIL, f"pip cannot install {stuck['requirement']}{for_python}: uv cannot resolve it: "
+                              f"{stuck['reason']}{nearest}", stuck["source"], "ENV_UNRESOLVABLE", "resolve"))
     package = wheel_package(framework, variant)
     if python and package and not any(r.rule == "variant exists" and r.verdict == FAIL for r in reasons):
         wheel = wheel_rule(package, release, python)
