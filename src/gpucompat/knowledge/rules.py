@@ -539,6 +539,9 @@ def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: 
     elif not any(r.rule.endswith("minimum driver") for r in reasons):
         reasons.append(Reason(f"jax[{variant}] minimum driver", PASS, f"driver {driver} >= {build['min_driver']}", build["source"]))
     reasons.append(arch_rule(cc, sass, ptx, source, cuda_runtime, driver))
+    compiler = _jax_ptxas_rule(release, variant, cc, sass)
+    if compiler is not None:
+        reasons.append(compiler)
     return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx}
 
 
@@ -558,7 +561,10 @@ def _cupy(release: str, variant: str, cc: str, driver: str | None, cuda_runtime:
     # CuPy compiles its kernels at run time with NVRTC, for the device in hand: the toolkit's targets decide.
     reasons = [Reason("CuPy build", PASS, f"CuPy {build['series']} publishes cupy-{variant} ({_span(build)})", build["source"]),
                driver_rule(cuda, driver)]
-    if cuda:
+    nvrtc = _cupy_nvrtc_rule(release, variant, ctk, cc, cuda) if cuda else None
+    if nvrtc is not None:
+        reasons.append(nvrtc)
+    elif cuda:
         window = toolkit_window_rule(cuda, cc)
         if window.verdict == UNCERTAIN and window.source and not window.warning:
             # NVRTC builds for the device in hand at run time (cupy/cuda/compiler.py _get_arch: the device CC capped at NVRTC's newest)
@@ -594,6 +600,7 @@ def wheel_rule(package: str, release: str, python: str) -> Reason:
         return Reason(name, UNCERTAIN, f"the knowledge tables hold no file list for {package}", "knowledge/data/python_wheels.csv")
     if row is None:
         where = f"it is newer than the file list in the tables (up to {newest})" if version(plain) and version(plain) > newest \
+    variant, ctk = (variant[:-len("[ctk]")], True) if variant.endswith("[ctk]") else (variant, False)
             else "it may come from another index, or not exist"
         return Reason(name, UNCERTAIN, f"PyPI's file list for {package} in the tables has no release {plain}: {where}", "knowledge/data/python_wheels.csv")
     pythons = _split(row["pythons"])
@@ -623,6 +630,54 @@ def defect_rules(framework: str, release: str, variant: str, cc: str | None) -> 
     issue) that break a release on some GPUs although the published minimums say it should run."""
     want = version(release.split("+")[0])
     reasons = []
+def _cupy_precompiled(release: str, variant: str) -> dict | None:
+    """The wheel's precompiled kernels (knowledge/data/cupy_archs.csv): the newest series row not newer than the release."""
+    major, want = variant[len("cuda"):].rstrip("x")[:2], version(release.split("+")[0])
+    rows = [r for r in tables.table("cupy_archs") if r["cuda_major"] == major and want is not None and Version(r["series"]) <= want]
+    return max(rows, key=lambda r: Version(r["series"]), default=None)
+
+
+def _cupy_nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda: str) -> Reason | None:
+    """CuPy compiles its own kernels as it runs, with NVRTC, for the GPU in hand: the NVRTC it gets decides a GPU newer
+    than the build. With [ctk] (CuPy 14 on) pip brings it (cuda-toolkit[nvrtc]); without, it is the system's toolkit, an
+    assumption. None where the old toolkit-window rule says enough (no GPU, or one the build's CUDA can target)."""
+    if cc is None:
+        return None
+    major, minor = (int(p) for p in cc.split("."))
+    sm, name = f"sm_{major}{minor}", "run-time compiler (NVRTC)"
+    window = toolkit_window_rule(cuda, cc)
+    pin = _compiler_pin("cupy", f"{variant}[ctk]", release) if ctk else None
+    if pin is not None:
+        given = _compiler_targets("nvrtc", pin["resolves_to"])
+        if given is None:
+            return None
+        source = f"{pin['source']} ; {given['source']}"
+        said = f"CuPy compiles its kernels at run time with NVRTC; cupy-{variant}[ctk] brings {given['package']} {pin['resolves_to']} ({pin['requirement']})"
+        if _knows(given, major, minor):
+            return Reason(name, PASS, f"{said}, whose NVRTC compiles for {sm}", source)
+        return Reason(name, UNCERTAIN, f"{said}, whose NVRTC does not know {sm}: CuPy then builds PTX of NVRTC's newest target "
+                      "for the driver to JIT, and its precompiled kernels may not run", source)
+    if window.verdict != UNCERTAIN or not window.warning:  # the build's CUDA can target this GPU (or nothing can): as before
+        return None
+    precompiled = _cupy_precompiled(release, variant)
+    covered = precompiled and any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in precompiled["sass"].split(";")))
+    if not covered:
+        return None  # neither the wheel's kernels nor a known compiler: the toolkit window's uncertainty stands
+    first = min((r["cuda"] for r in tables.table("cuda_archs") if sm in r["sm"].split(";")), key=Version, default=None)
+    since = _compiler_pin("cupy", f"{variant}[ctk]", "9999")
+    since = since["from_version"] if since else None
+    if ctk:
+        missing = f"cupy-{variant} {release} has no [ctk] extra" + (f" (CuPy {since} on have it)" if since else "") + "; pip ignores it"
+    else:
+        missing = f"cupy-{variant} {release} brings no NVRTC" + (f" (cupy-{variant}[ctk] would)" if since and Version(since) <= version(release.split("+")[0]) else "")
+    return Reason(name, PASS, f"the wheel's precompiled kernels include SASS for {sm} (CuPy {release}); its other kernels are "
+                  f"compiled at run time by NVRTC from the system's CUDA toolkit, assumed to know {sm}"
+                  + (f" (CUDA {first} or later)" if first else "") + f": {missing}",
+                  f"{precompiled['source']} ; knowledge/data/compiler_pins.csv",
+                  warning=f"assumes the system's CUDA toolkit (NVRTC) is {'CUDA ' + first + ' or later' if first else 'new enough for ' + sm}; "
+                  f"an older NVRTC falls back to PTX for the driver to JIT")
+
+
     for row in tables.known_defects(framework):
         if want is None or not within(want, row["versions"]) or not fnmatchcase(variant, row["variants"]):
             continue

@@ -1,0 +1,76 @@
+"""Run-time compilers (issue 35 items 2 and 4): JAX's ptxas and CuPy's NVRTC decide a GPU newer than the build.
+The facts are measured: the plugin wheels read with `gpucompat inspect`, ptxas/NVRTC targets from NVIDIA's wheels,
+the pins from the wheels' METADATA (docs/evidence/runtime-compilers/)."""
+
+from gpucompat.knowledge import rules, tables
+from gpucompat.knowledge.rules import FAIL, PASS, UNCERTAIN
+
+
+def _jax(release, variant, cc, driver="580.65.06"):
+    reasons, _ = rules._jax(release, variant, cc, driver, None, None)
+    return rules.combine(reasons, {}), {r.rule: r for r in reasons}
+
+
+def _cupy(release, variant, cc="12.0", driver="570.86.10"):
+    reasons, _ = rules._cupy(release, variant, cc, driver, None)
+    return rules.combine(reasons, {}), {r.rule: r for r in reasons}
+
+
+def test_jax_cuda13_plugin_kernels_are_the_measured_ones():
+    assert tables.jax_build("0.8.0", "cuda13")["sass"] == "sm_75;sm_80;sm_90;sm_100;sm_120"
+    assert tables.jax_build("0.10.2", "cuda13")["sass"] == "sm_75;sm_80;sm_90;sm_100;sm_110;sm_120"
+    assert "gpucompat inspect" in tables.jax_build("0.10.2", "cuda13")["source"]
+
+
+def test_jax_sass_covers_a_newer_gpu_pass():
+    prediction, reasons = _jax("0.10.2", "cuda13", "11.0")  # Thor: the plugin carries sm_110, ptxas 13.0.48 knows it
+    assert prediction.verdict == PASS
+    assert "sm_110" in reasons["architecture"].text
+
+
+def test_jax_before_sm_110_sass_fails_on_thor():
+    prediction, _ = _jax("0.10.1", "cuda13", "11.0")
+    assert prediction.verdict == FAIL and prediction.code == "ARCH_UNSUPPORTED"
+
+
+def test_jax_gpu_newer_than_its_ptxas_fails_naming_the_compiler():
+    # jax[cuda12] 0.5.0: PTX compute_90 the driver could JIT, but XLA's ptxas (nvidia-cuda-nvcc-cu12, newest 12.9.86) has no sm_110
+    prediction, reasons = _jax("0.5.0", "cuda12", "11.0")
+    assert reasons["architecture"].verdict == PASS
+    compiler = reasons["run-time compiler (ptxas)"]
+    assert compiler.verdict == FAIL and prediction.verdict == FAIL and prediction.code == "ARCH_UNSUPPORTED"
+    assert "ptxas 12.9.86" in compiler.text and "nvidia-cuda-nvcc-cu12>=12.6.85" in compiler.text
+
+
+def test_jax_ptxas_floor_too_old_but_pip_gives_a_new_one():
+    prediction, reasons = _jax("0.6.0", "cuda12", "12.0", "570.86.10")
+    compiler = reasons["run-time compiler (ptxas)"]
+    assert prediction.verdict == PASS and compiler.verdict == PASS and compiler.warning
+    assert "12.9.86" in compiler.text and "12.6.85" in compiler.text
+
+
+def test_jax_says_nothing_more_where_sass_and_the_oldest_ptxas_cover():
+    _prediction, reasons = _jax("0.8.0", "cuda13", "9.0")
+    assert "run-time compiler (ptxas)" not in reasons
+
+
+def test_cupy_13_6_on_sm_120_without_ctk_passes_on_an_assumption():
+    prediction, reasons = _cupy("13.6.0", "cuda12x")
+    nvrtc = reasons["run-time compiler (NVRTC)"]
+    assert prediction.verdict == PASS and nvrtc.warning and "system's CUDA toolkit" in nvrtc.text and "CUDA 12.8" in nvrtc.text
+
+
+def test_cupy_13_6_has_no_ctk_extra():
+    prediction, reasons = _cupy("13.6.0", "cuda12x[ctk]")
+    assert prediction.verdict == PASS and "has no [ctk] extra (CuPy 14.0.0 on have it)" in reasons["run-time compiler (NVRTC)"].text
+
+
+def test_cupy_with_ctk_gets_pip_nvrtc():
+    prediction, reasons = _cupy("14.2.0", "cuda12x[ctk]")
+    nvrtc = reasons["run-time compiler (NVRTC)"]
+    assert prediction.verdict == PASS and not nvrtc.warning and "nvidia-cuda-nvrtc-cu12 12.9.86" in nvrtc.text
+
+
+def test_cupy_without_sm_120_kernels_stays_uncertain():
+    prediction, _ = _cupy("13.3.0", "cuda12x")  # precompiled kernels end at sm_90 (cupy/cupy#9106)
+    assert prediction.verdict == UNCERTAIN
