@@ -545,8 +545,59 @@ def _jax(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: 
     return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx}
 
 
+def _compiler_pin(framework: str, variant: str, release: str) -> dict | None:
+    """The run-time compiler a build's pip requirements bring (knowledge/data/compiler_pins.csv): the row in force."""
+    want = version(release.split("+")[0])
+    rows = [r for r in tables.table("compiler_pins") if r["framework"] == framework and r["variant"] == variant
+            and want is not None and Version(r["from_version"]) <= want]
+    return max(rows, key=lambda r: Version(r["from_version"]), default=None)
+
+
+def _compiler_targets(compiler: str, release: str, package: str | None = None) -> dict | None:
+    """The targets a ptxas or NVRTC release knows, measured from NVIDIA's wheel (knowledge/data/runtime_compilers.csv)."""
+    return next((r for r in tables.table("runtime_compilers") if r["compiler"] == compiler and r["version"] == release
+                 and (package is None or r["package"] == package)), None)
+
+
+def _knows(row: dict, major: int, minor: int) -> bool:
+    return f"sm_{major}{minor}" in row["sm"].split(";")
+
+
+def _jax_ptxas_rule(release: str, variant: str, cc: str | None, sass: list[str] | None) -> Reason | None:
+    """XLA compiles JAX's kernels as it runs, with the ptxas of the nvidia-cuda-nvcc wheel the plugin requires: that
+    ptxas must know the GPU's architecture, whatever the driver could JIT (arch-specific sm_XYa PTX never carries over).
+    None where it has nothing to add (the plugin's SASS covers the GPU and even the lowest ptxas allowed knows it)."""
+    pin = _compiler_pin("jax", variant, release)
+    found = pin and re.fullmatch(r"\s*([A-Za-z0-9_.-]+?)\s*>=\s*([0-9.]+)\s*", pin["requirement"])
+    if cc is None or not found:
+        return None
+    package, floor = found.groups()
+    lowest, given = _compiler_targets("ptxas", floor, package), _compiler_targets("ptxas", pin["resolves_to"], package)
+    if lowest is None or given is None:
+        return None
+    major, minor = (int(p) for p in cc.split("."))
+    oldest = min((p[1], p[2]) for p in (_arch(s) for s in given["sm"].split(";")) if p)
+    if (major, minor) < oldest:  # older than every target: the build's own minimum says so first
+        return None
+    covered = any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in sass or []))
+    name, sm = "run-time compiler (ptxas)", f"sm_{major}{minor}"
+    said = f"XLA compiles jax's kernels for {sm} as it runs, with the ptxas of {package} (jax-{variant}-plugin {release} requires {pin['requirement']})"
+    source = f"{pin['source']} ; {given['source']}" + (f" ; {lowest['source']}" if lowest is not given else "")
+    if _knows(lowest, major, minor):
+        return None if covered else Reason(name, PASS, f"{said}: ptxas {floor} and later know {sm}", source)
+    if _knows(given, major, minor):
+        return Reason(name, PASS, f"{said}: pip installs {pin['resolves_to']}, whose ptxas knows {sm}; ptxas {floor}, the oldest "
+                      f"it allows, does not", source, warning=f"an environment that keeps {package} older than the first "
+                      f"release that knows {sm} fails to compile (ptxas {floor} does not know it)")
+    newest = max((p for p in (_arch(s) for s in given["sm"].split(";")) if p), key=lambda p: (p[1], p[2]))
+    return Reason(name, FAIL, f"{said}: pip installs {pin['resolves_to']}, and ptxas {pin['resolves_to']} does not know {sm} "
+                  f"(its targets end at sm_{newest[1]}{newest[2]}); the driver's PTX JIT does not stand in for it",
+                  source, "ARCH_UNSUPPORTED", "compute")
+
+
 def _cupy(release: str, variant: str, cc: str, driver: str | None, cuda_runtime: str | None) -> tuple[list[Reason], dict]:
     want = version(release.split("+")[0])
+    variant, ctk = (variant[:-len("[ctk]")], True) if variant.endswith("[ctk]") else (variant, False)
     packages = tables.cupy_packages(variant)
     build = next((r for r in packages if want and Version(r["first_version"]) <= want <= Version(r["last_version"])), None)
     if build is None:
@@ -579,57 +630,6 @@ def _cupy(release: str, variant: str, cc: str, driver: str | None, cuda_runtime:
     return reasons, {"cuda_runtime": cuda}
 
 
-def _span(row: dict) -> str:
-    return row["first_version"] if row["first_version"] == row["last_version"] else f"{row['first_version']}–{row['last_version']}"
-
-
-def _pythons_text(pythons: list[str]) -> str:
-    plain = [p for p in pythons if p[-1:].isdigit()]
-    free = [p for p in pythons if p not in plain]
-    contiguous = plain and all(version(b).minor == version(a).minor + 1 for a, b in zip(plain, plain[1:]) if version(a).major == version(b).major)
-    text = f"{plain[0]} to {plain[-1]}" if contiguous and len(plain) > 2 else ", ".join(plain)
-    return text + (f" (and free-threaded {', '.join(free)})" if free else "")
-
-
-def wheel_rule(package: str, release: str, python: str) -> Reason:
-    """PyPI's own file list: does this release have a Linux x86_64 wheel for this Python?"""
-    name = "wheel for this Python"
-    row, newest = tables.python_wheels(package, release)
-    plain = release.split("+")[0]
-    if newest is None:
-        return Reason(name, UNCERTAIN, f"the knowledge tables hold no file list for {package}", "knowledge/data/python_wheels.csv")
-    if row is None:
-        where = f"it is newer than the file list in the tables (up to {newest})" if version(plain) and version(plain) > newest \
-    variant, ctk = (variant[:-len("[ctk]")], True) if variant.endswith("[ctk]") else (variant, False)
-            else "it may come from another index, or not exist"
-        return Reason(name, UNCERTAIN, f"PyPI's file list for {package} in the tables has no release {plain}: {where}", "knowledge/data/python_wheels.csv")
-    pythons = _split(row["pythons"])
-    if not pythons:
-        return Reason(name, FAIL, f"PyPI has no Linux x86_64 wheel of {package} {plain}", row["source"], "ENV_UNRESOLVABLE", "resolve")
-    if python in pythons:
-        return Reason(name, PASS, f"{package} {plain} has Linux x86_64 wheels for Python {python}", row["source"])
-    return Reason(name, FAIL, f"{package} {plain} has Linux x86_64 wheels for Python {_pythons_text(pythons)}, not {python}",
-                  row["source"], "ENV_UNRESOLVABLE", "resolve")
-
-
-_COMPARISONS = {"==": Version.__eq__, "!=": Version.__ne__, "<=": Version.__le__, ">=": Version.__ge__, "<": Version.__lt__, ">": Version.__gt__}
-
-
-def within(value: Version, bounds: str) -> bool:
-    """'>=2.16,<2.21' or '==13.0.0' (the known-defect table's ranges; pre-releases and dev builds count:
-    a nightly of an affected release is affected). Plain comparisons, without packaging's specifier parser."""
-    for bound in bounds.split(","):
-        operator = next(op for op in ("==", "!=", "<=", ">=", "<", ">") if bound.strip().startswith(op))
-        if not _COMPARISONS[operator](value, Version(bound.strip()[len(operator):])):
-            return False
-    return True
-
-
-def defect_rules(framework: str, release: str, variant: str, cc: str | None) -> list[Reason]:
-    """Known upstream defects (knowledge/data/known_defects.csv, each row sourced to the upstream
-    issue) that break a release on some GPUs although the published minimums say it should run."""
-    want = version(release.split("+")[0])
-    reasons = []
 def _cupy_precompiled(release: str, variant: str) -> dict | None:
     """The wheel's precompiled kernels (knowledge/data/cupy_archs.csv): the newest series row not newer than the release."""
     major, want = variant[len("cuda"):].rstrip("x")[:2], version(release.split("+")[0])
@@ -678,6 +678,56 @@ def _cupy_nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda
                   f"an older NVRTC falls back to PTX for the driver to JIT")
 
 
+def _span(row: dict) -> str:
+    return row["first_version"] if row["first_version"] == row["last_version"] else f"{row['first_version']}–{row['last_version']}"
+
+
+def _pythons_text(pythons: list[str]) -> str:
+    plain = [p for p in pythons if p[-1:].isdigit()]
+    free = [p for p in pythons if p not in plain]
+    contiguous = plain and all(version(b).minor == version(a).minor + 1 for a, b in zip(plain, plain[1:]) if version(a).major == version(b).major)
+    text = f"{plain[0]} to {plain[-1]}" if contiguous and len(plain) > 2 else ", ".join(plain)
+    return text + (f" (and free-threaded {', '.join(free)})" if free else "")
+
+
+def wheel_rule(package: str, release: str, python: str) -> Reason:
+    """PyPI's own file list: does this release have a Linux x86_64 wheel for this Python?"""
+    name = "wheel for this Python"
+    row, newest = tables.python_wheels(package, release)
+    plain = release.split("+")[0]
+    if newest is None:
+        return Reason(name, UNCERTAIN, f"the knowledge tables hold no file list for {package}", "knowledge/data/python_wheels.csv")
+    if row is None:
+        where = f"it is newer than the file list in the tables (up to {newest})" if version(plain) and version(plain) > newest \
+            else "it may come from another index, or not exist"
+        return Reason(name, UNCERTAIN, f"PyPI's file list for {package} in the tables has no release {plain}: {where}", "knowledge/data/python_wheels.csv")
+    pythons = _split(row["pythons"])
+    if not pythons:
+        return Reason(name, FAIL, f"PyPI has no Linux x86_64 wheel of {package} {plain}", row["source"], "ENV_UNRESOLVABLE", "resolve")
+    if python in pythons:
+        return Reason(name, PASS, f"{package} {plain} has Linux x86_64 wheels for Python {python}", row["source"])
+    return Reason(name, FAIL, f"{package} {plain} has Linux x86_64 wheels for Python {_pythons_text(pythons)}, not {python}",
+                  row["source"], "ENV_UNRESOLVABLE", "resolve")
+
+
+_COMPARISONS = {"==": Version.__eq__, "!=": Version.__ne__, "<=": Version.__le__, ">=": Version.__ge__, "<": Version.__lt__, ">": Version.__gt__}
+
+
+def within(value: Version, bounds: str) -> bool:
+    """'>=2.16,<2.21' or '==13.0.0' (the known-defect table's ranges; pre-releases and dev builds count:
+    a nightly of an affected release is affected). Plain comparisons, without packaging's specifier parser."""
+    for bound in bounds.split(","):
+        operator = next(op for op in ("==", "!=", "<=", ">=", "<", ">") if bound.strip().startswith(op))
+        if not _COMPARISONS[operator](value, Version(bound.strip()[len(operator):])):
+            return False
+    return True
+
+
+def defect_rules(framework: str, release: str, variant: str, cc: str | None) -> list[Reason]:
+    """Known upstream defects (knowledge/data/known_defects.csv, each row sourced to the upstream
+    issue) that break a release on some GPUs although the published minimums say it should run."""
+    want = version(release.split("+")[0])
+    reasons = []
     for row in tables.known_defects(framework):
         if want is None or not within(want, row["versions"]) or not fnmatchcase(variant, row["variants"]):
             continue
