@@ -109,6 +109,7 @@ class IndexServer:
     def __init__(self, folder: Path):
         self.folder, self.ranges, self.failing, self.requests, self.json_pages = folder, True, (), [], True
         self.metadata, self.missing, self.extra, self.wrong_hash = True, set(), {}, set()
+        self.methods = []  # (method, path) of every request
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -120,6 +121,7 @@ class IndexServer:
 
             def do_GET(self, body=True):
                 server.requests.append(self.path)
+                server.methods.append((self.command, self.path))
                 if any(part in self.path for part in server.failing):
                     return self._send(500, b"broken", "text/plain", body)
                 found = re.fullmatch(r"/simple/([a-z0-9-]+)/", self.path)
