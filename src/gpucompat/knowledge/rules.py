@@ -670,12 +670,11 @@ def _cupy_nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda
         missing = f"cupy-{variant} {release} has no [ctk] extra" + (f" (CuPy {since} on have it)" if since else "") + "; pip ignores it"
     else:
         missing = f"cupy-{variant} {release} brings no NVRTC" + (f" (cupy-{variant}[ctk] would)" if since and Version(since) <= version(release.split("+")[0]) else "")
-    return Reason(name, PASS, f"the wheel's precompiled kernels include SASS for {sm} (CuPy {release}); its other kernels are "
-                  f"compiled at run time by NVRTC from the system's CUDA toolkit, assumed to know {sm}"
-                  + (f" (CUDA {first} or later)" if first else "") + f": {missing}",
-                  f"{precompiled['source']} ; knowledge/data/compiler_pins.csv",
-                  warning=f"assumes the system's CUDA toolkit (NVRTC) is {'CUDA ' + first + ' or later' if first else 'new enough for ' + sm}; "
-                  f"an older NVRTC falls back to PTX for the driver to JIT")
+    # the system's CUDA decides, and the reports say it does both ways (cupy/cupy#9106: libraries older than 12.8 fail)
+    return Reason(name, UNCERTAIN, f"the wheel's precompiled kernels include SASS for {sm} (CuPy {release}); its other kernels are "
+                  f"compiled at run time by NVRTC from the system's CUDA toolkit, which decides: it runs where that toolkit knows {sm}"
+                  + (f" (CUDA {first} or later)" if first else "") + f", not with an older one; {missing}",
+                  f"{precompiled['source']} ; knowledge/data/compiler_pins.csv ; https://github.com/cupy/cupy/issues/9106")
 
 
 def _span(row: dict) -> str:
