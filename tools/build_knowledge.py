@@ -173,6 +173,14 @@ def cupy_archs() -> None:
     write("cupy_archs.csv", ["series", "cuda_major", "sass", "ptx", "min_cc", "source"], rows)
 
 
+def runtime_compilers() -> None:
+    """Run-time compilers (issue 35): ptxas/NVRTC targets measured from NVIDIA's wheels, and which one a JAX or CuPy
+    install brings (tools/facts/runtime_compilers.csv, compiler_pins.csv; evidence in docs/evidence/runtime-compilers/)."""
+    write("runtime_compilers.csv", ["compiler", "package", "version", "sm", "source"], _facts("runtime_compilers.csv"))
+    write("compiler_pins.csv", ["framework", "variant", "from_version", "compiler", "requirement", "resolves_to", "source"],
+          _facts("compiler_pins.csv"))
+
+
 def known_defects() -> None:
     """Upstream defects that break a release on some GPUs (tools/facts/known_defects.csv, each row sourced to its issue)."""
     rows = _facts("known_defects.csv")
@@ -249,6 +257,7 @@ def main() -> None:
     cupy_archs()
     torch_pypi_default(measure=not args.skip_pypi)
     jax_builds()
+    runtime_compilers()
     known_defects()
     inspected_wheels()  # last: it corrects the rows above where a wheel was read
 
