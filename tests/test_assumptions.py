@@ -130,7 +130,8 @@ def test_advise_about_another_machine_judges_each_release_on_its_newest_python(t
     data = advise_json("torch", "--gpu", "Tesla K80", "--driver", "470.82.01", db=tmp_path / "empty.db")
     assert (data["target"]["python"], data["target"]["python_from"]) == (None, "newest with wheels")
     assert all(p["python"] for p in data["predicted"]) and data["predicted"][0]["version"] == "2.7.1"
-    assert any(n.startswith("Python: each release judged on the newest Python it has Linux x86_64 wheels for") for n in data["notes"])
+    assert f"Python {HERE} is this interpreter's, which says nothing of another machine (--gpu, --cc, --driver or --pool): each release " \
+        "is judged on the newest Python it has Linux x86_64 wheels for (give --python X.Y for one)" in data["notes"]
 
 
 # -- a PASS and its install command --------------------------------------------------------------

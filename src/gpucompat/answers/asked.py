@@ -182,9 +182,9 @@ def read_advice(framework: str | None, gpu: str | None, cc: str | None, driver: 
     framework, _variant, notes = framework_name(framework)
     python, python_from, python_notes = read_python(python, elsewhere=bool(gpu or cc or driver))
     if python_from == NEWEST:
-        python_notes = [f"Python: each release judged on the newest Python it has Linux x86_64 wheels for, assumed because the "
-                        f"question is about another machine ({ELSEWHERE}), not this interpreter's "
-                        f"{sys.version_info[0]}.{sys.version_info[1]} (give --python X.Y for one)"]
+        python_notes = [f"Python {sys.version_info[0]}.{sys.version_info[1]} is this interpreter's, which says nothing of another "
+                        f"machine ({ELSEWHERE}): each release is judged on the newest Python it has Linux x86_64 wheels for "
+                        "(give --python X.Y for one)"]
     typed_driver = driver
     driver, driver_notes = read_driver(driver)
     found, target_notes = where(gpu, cc, driver)
