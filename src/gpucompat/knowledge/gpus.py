@@ -354,30 +354,31 @@ def lists(device: str, release: tuple[int, ...]) -> dict | None:
 
 def driver_lists(device: str, driver: str) -> tuple[str, str, str]:
     """Whether a driver release lists a PCI device ID: ('yes' | 'no' | 'unknown', confidence, what was read).
-    A release read answers itself (high); a release not read is judged by the read releases of its branch either side
-    of it (medium: 'yes' where those either side, or the newest of its branch, list it), and is 'unknown' otherwise
-    (its branch not read, before R515, or a read neighbour that does not list it): the caller then keeps the
-    architecture's branches, never a FAIL from a list not read."""
+    A driver's device table only grows: a device that a read release up to this one (in version order) lists is
+    driven ('yes'; a later README that leaves it out, as 550.54.14's leaves out the H200 550.40.65 named, left it out
+    of its README, not of the driver). A release older than every release that lists the device does not drive it
+    ('no': high where its own list was read, medium where a read release after it still does not list it); else
+    'unknown': the caller then keeps the architecture's branches, never a FAIL from a list not read."""
     _runs, read, _names = _driver_devices()
     asked = _release(driver)
     if asked is None or not read or device not in _runs:
         return "unknown", "low", "no driver list read names it"
     exact = next((r for r in read if r[0] == asked), None)
+    listing = [r for r in read if lists(device, r[0])]
+    earlier = [r for r in listing if r[0] <= asked]
+    if exact is not None and lists(device, asked):
+        return "yes", "high", f"{exact[1]}'s list of compatible GPUs (commit {exact[2][:12]})"
+    if earlier:
+        first = earlier[0]
+        return "yes", "high", (f"{first[1]}'s list of compatible GPUs (commit {first[2][:12]}), a release before {driver}: a driver's "
+                               f"device table only grows" + (f" ({exact[1]}'s README leaves it out)" if exact else ""))
     if exact is not None:
-        return ("yes" if lists(device, asked) else "no"), "high", f"{exact[1]}'s list of compatible GPUs (commit {exact[2][:12]})"
-    branch = [r for r in read if r[0][0] == asked[0]]
-    below = [r for r in branch if r[0] < asked]
-    above = [r for r in branch if r[0] > asked]
-    prev, nxt = (below[-1] if below else None), (above[0] if above else None)
-    said = " and ".join(f"{r[1]}'s (commit {r[2][:12]})" for r in (prev, nxt) if r) + (" lists" if prev and nxt else " list") + " of compatible GPUs"
-    have = [bool(lists(device, r[0])) for r in (prev, nxt) if r]
-    if prev and nxt and have[0] and have[1]:
-        return "yes", "medium", f"{said}, either side of {driver} (its own list was not read)"
-    if prev and not nxt and have[0]:
-        return "yes", "medium", f"{said}, the newest of R{asked[0]} read ({driver}'s own was not read)"
-    if not branch and asked > read[-1][0] and lists(device, read[-1][0]):
-        return "yes", "medium", f"{read[-1][1]}'s list of compatible GPUs (commit {read[-1][2][:12]}), the newest read ({driver}'s own was not read)"
-    return "unknown", "low", f"{said} (not {driver}'s own)" if branch else f"no R{asked[0]} list of compatible GPUs was read"
+        return "no", "high", f"{exact[1]}'s list of compatible GPUs (commit {exact[2][:12]})"
+    # a later release of the same branch that still does not list it (another branch may have added it by then: not asked)
+    after = [r for r in read if r[0][0] == asked[0] and asked < r[0]]
+    if after and not any(lists(device, r[0]) for r in after):  # where a later one lists it, this one may have already
+        return "no", "medium", f"{after[-1][1]}'s list of compatible GPUs (commit {after[-1][2][:12]}), a later R{asked[0]} release that still does not list it ({driver}'s own was not read)"
+    return "unknown", "low", f"{driver}'s own list of compatible GPUs was not read"
 
 
 def nearest_listing(devices: list[str], driver: str) -> str | None:

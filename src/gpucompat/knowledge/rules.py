@@ -260,6 +260,15 @@ def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> R
     what = f"{architecture} GPUs such as {gpu}" if gpu else f"{architecture} GPUs of compute capability {cc}"
     listed = device_listings(gpu, driver)
     yes, no = ([d for d, a in listed.items() if a[0] == verdict] for verdict in ("yes", "no"))
+    # The lists are the open kernel modules' README (from R515): they name the products of architectures that began in
+    # that era as they came out, but caught up late on older ones (the Tesla T4, driven since R410, is first named in
+    # 575.51.02). So a list's silence decides only for an architecture whose first branch is in the lists' era.
+    silence_decides = bool(first) and int(first["branch"]) >= LISTS_BEGIN
+    if no and len(no) == len(listed) and not silence_decides and not yes:
+        listed, no = {}, []  # judged by the architecture's branches below, and said so
+        late = "its list of compatible GPUs (NVIDIA's open kernel modules) does not name it, but those lists name older products late"
+    else:
+        late = None
     if no and len(no) == len(listed):  # no board the name may be is in this release's list: the driver does not bind it
         answer, confidence, read = listed[no[0]]
         nearest = gpus.nearest_listing(no, driver)
@@ -294,7 +303,11 @@ def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> R
                       "architecture's branches", (first or last)["source"], confidence="medium",
                       warning=f"driver {driver}'s own list of compatible GPUs was not read, and {device_text(list(listed))} is not in "
                               f"every read one near it ({next(iter(listed.values()))[2]}): it may not be driven")
-    return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"])
+    return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"],
+                  warning=f"driver {driver}: {late}; this rests on the architecture's branches" if late else None)
+
+
+LISTS_BEGIN = 515  # the first branch whose open-kernel-module README lists compatible GPUs (driver_readmes.csv)
 
 
 def device_listings(gpu: str | None, driver: str) -> dict[str, tuple[str, str, str]]:
