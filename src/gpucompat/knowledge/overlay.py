@@ -33,6 +33,7 @@ from ..errors import UserError
 from ..paths import data_dir
 
 META = "learned.json"
+PACKAGED = Path(__file__).with_name("data")  # the packaged tables (tables.DATA), whose columns a learned file must have
 # The tables an update writes, and their columns as packaged (a file with other columns is damaged).
 TABLES = ("python_wheels", "torch_pypi_default", "torch_builds", "torch_cuda_pins", "jax_builds",
           "newest_releases", "tensorflow_builds", "cupy_packages")
@@ -119,9 +120,7 @@ def _read(root: Path) -> tuple[dict, dict]:
         text = _text(path)
         if text is None:
             continue
-        from .tables import DATA  # the packaged columns (tables imports this module: here, not at the top)
-
-        with (DATA / f"{name}.csv").open(newline="", encoding="utf-8") as handle:
+        with (PACKAGED / f"{name}.csv").open(newline="", encoding="utf-8") as handle:
             columns = next(csv.reader(handle))
         try:
             reader = csv.DictReader(text.splitlines(keepends=True))

@@ -9,58 +9,41 @@ guess; otherwise pass, with the warnings the passing rules raised.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, replace
 from fnmatch import fnmatchcase
 
 from packaging.version import Version
 
-from . import gpus, installs, tables
+from . import installs, tables
+from .arch import (  # noqa: F401 - rules' names
+    _arch,
+    arch_rule,
+    ptx_cuda,
+    runtime_targets_rule,
+    sass_runs,
+    toolkit_window_rule,
+)
+from .driving import (  # noqa: F401
+    architectures_not_driven,
+    branch_releases,
+    drive_span,
+    driver_drives_rule,
+    driving_branch,
+)
+from .reasons import (  # noqa: F401
+    DRIVES,
+    FAIL,
+    PASS,
+    UNCERTAIN,
+    UNKNOWN_CC,
+    Prediction,
+    Reason,
+    combine,
+    weighed,
+)
 from .tables import minor_series, version
 
-PASS, FAIL, UNCERTAIN = "pass", "fail", "uncertain"
-UNKNOWN_CC = "the GPU's compute capability is not known"
-
-
-@dataclass(frozen=True)
-class Reason:
-    rule: str
-    verdict: str
-    text: str
-    source: str
-    code: str | None = None
-    stage: str | None = None
-    warning: str | None = None
-    confidence: str = "high"  # of the table row the reason rests on: high, medium (low rows never decide)
-
-
-def weighed(reason: Reason, confidence: str | None) -> Reason:
-    """A reason resting on a table row of that confidence: a low-confidence row decides nothing."""
-    confidence = confidence or "high"
-    if confidence == "low" and reason.verdict != UNCERTAIN:
-        return replace(reason, verdict=UNCERTAIN, code=None, stage=None, confidence="low",
-                       text=f"{reason.text} — but that rests on a low-confidence source, so it is not a verdict")
-    return replace(reason, confidence=confidence)
-
-
-@dataclass
-class Prediction:
-    verdict: str
-    code: str | None
-    stage: str | None
-    warnings: list[str] = field(default_factory=list)
-    reasons: list[Reason] = field(default_factory=list)
-    resolved: dict = field(default_factory=dict)
-    confidence: str = "high"  # the weakest row among the reasons that decided the verdict
-
-    def to_dict(self) -> dict:
-        return {
-            "verdict": self.verdict, "code": self.code, "stage": self.stage, "confidence": self.confidence, "warnings": self.warnings,
-            "reasons": [{k: v for k, v in asdict(r).items() if k in ("rule", "verdict", "text", "source", "confidence")} for r in self.reasons],
-            "resolved": self.resolved,
-        }
-
-
 # -- rules -----------------------------------------------------------------------------------
+
 
 def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
     """A runtime newer in major than the driver supports fails; same major and newer minor
@@ -103,269 +86,6 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
                           (needed or have)["source"], "DRIVER_TOO_OLD", "device"), have.get("confidence"))
 
 
-_ARCH = re.compile(r"(sm|compute)_([0-9]+)([0-9])([af]?)", re.ASCII)  # fullmatch: ASCII digits, no trailing newline
-
-
-def _arch(text: str) -> tuple[str, int, int, str] | None:
-    found = _ARCH.fullmatch(text.strip())
-    return (found.group(1), int(found.group(2)), int(found.group(3)), found.group(4)) if found else None
-
-
-def sass_runs(target: tuple, major: int, minor: int) -> bool:
-    """SASS sm_XY (and family sm_XYf) runs on CC X.Z for Z >= Y; arch-specific sm_XYa on X.Y only.
-    (CUDA Programming Guide, 'Binary Compatibility' and 'Feature Availability': family-specific
-    targets run on later minors of the same family, arch-specific ones on that CC alone.)"""
-    _kind, t_major, t_minor, suffix = target
-    return t_major == major and (t_minor == minor if suffix == "a" else t_minor <= minor)
-
-
-def ptx_jits(target: tuple, major: int, minor: int) -> bool:
-    """PTX compute_XY JIT-compiles for any CC >= X.Y; compute_XYf only within family X, minor >= Y;
-    compute_XYa only for X.Y (arch-specific PTX is not forward compatible)."""
-    _kind, t_major, t_minor, suffix = target
-    if suffix == "a":
-        return (t_major, t_minor) == (major, minor)
-    if suffix == "f":
-        return t_major == major and t_minor <= minor
-    return (t_major, t_minor) <= (major, minor)
-
-
-# PTX ISA version -> the CUDA toolkit that introduced it (PTX ISA manual, "Release Notes", and its
-# table of PTX ISA versions per CUDA release): what a library's PTX needs of the driver to be JIT-compiled.
-PTX_ISA_SOURCE = "https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes"
-PTX_ISA_CUDA = {**{f"7.{m}": f"11.{m}" for m in range(9)}, "8.0": "12.0", "8.1": "12.1", "8.2": "12.2", "8.3": "12.3",
-                "8.4": "12.4", "8.5": "12.5", "8.7": "12.8", "8.8": "12.9", "9.0": "13.0", "9.1": "13.1"}
-
-
-def ptx_cuda(isa_versions: list[str]) -> str | None:
-    """The CUDA that made the newest of these PTX ISA versions; None where the table does not say."""
-    known = [PTX_ISA_CUDA[v] for v in isa_versions if v in PTX_ISA_CUDA]
-    return max(known, key=lambda v: tuple(int(p) for p in v.split("."))) if known else None
-
-
-ARCH_SOURCE = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/ (Binary Compatibility; Feature Availability: arch- and family-specific targets)"
-
-
-def arch_rule(cc: str, sass: list[str] | None, ptx: list[str] | None, source: str, build_cuda: str | None = None,
-              driver: str | None = None) -> Reason:
-    """SASS sm_XY runs on devices of major X and minor >= Y (sm_XYa only on X.Y); else PTX
-    compute_XY with XY <= the device's CC is JIT-compiled, which needs a driver at least as
-    new as the CUDA that made the PTX; else ARCH_UNSUPPORTED."""
-    name = "architecture"
-    if cc is None:
-        return Reason(name, UNCERTAIN, UNKNOWN_CC, "")
-    if sass is None and ptx is None:
-        return Reason(name, UNCERTAIN, "the build's architecture list is not known", "")
-    major, minor = (int(p) for p in cc.split("."))
-    listed = ", ".join([*(sass or []), *(ptx or [])]) or "nothing"
-    for item in sass or []:
-        parsed = _arch(item)
-        if parsed and sass_runs(parsed, major, minor):
-            return Reason(name, PASS, f"the build has SASS {item}, which runs on compute capability {cc}", source)
-    jit = [item for item in ptx or [] if (p := _arch(item)) and ptx_jits(p, major, minor)]
-    if jit:
-        have = tables.driver_cuda(driver) if driver else None
-        if build_cuda and have and version(minor_series(build_cuda)) > Version(have["cuda"]):
-            return Reason(name, FAIL, f"no SASS for sm_{major}{minor}; its PTX {jit[-1]} was made by CUDA {build_cuda}, newer than driver {driver} can JIT-compile (CUDA {have['cuda']})",
-                          source, "PTX_TOOLCHAIN_TOO_NEW", "compute")
-        return Reason(name, PASS, f"no SASS for sm_{major}{minor}, but PTX {jit[-1]} is JIT-compiled for it", source,
-                      warning=f"runs by PTX JIT from {jit[-1]} (no SASS for sm_{major}{minor}): slow first start")
-    # name the a/f targets that a plain target of the same number would have served
-    suffixed = [item for item in [*(sass or []), *(ptx or [])] if (p := _arch(item)) and p[3] and (p[1], p[2]) <= (major, minor)]
-    one = len(suffixed) == 1
-    why = f" ({', '.join(suffixed)} {'is' if one else 'are'} arch- or family-specific and {'does' if one else 'do'} not carry over)" if suffixed else ""
-    return Reason(name, FAIL, f"the build has {listed}; nothing of it runs on compute capability {cc} (sm_{major}{minor}){why}",
-                  source + (f" ; {ARCH_SOURCE}" if suffixed else ""), "ARCH_UNSUPPORTED", "compute")
-
-
-def toolkit_window_rule(build_cuda: str, cc: str) -> Reason:
-    """Without the build's own arch list: what the toolkit that made it could target.
-    A device older than every target of the toolkit cannot have kernels; one that no target's
-    SASS runs on, but newer than some target, could only run PTX the build may or may not carry."""
-    name = "CUDA toolkit targets"
-    if cc is None:
-        return Reason(name, UNCERTAIN, UNKNOWN_CC, "")
-    row = tables.cuda_archs(build_cuda)
-    if row is None:
-        return Reason(name, UNCERTAIN, f"no target list for CUDA {build_cuda}", "")
-    major, minor = (int(p) for p in cc.split("."))
-    targets = [p for p in (_arch(s) for s in row["sm"].split(";")) if p]
-    if any(sass_runs(t, major, minor) for t in targets):
-        return Reason(name, UNCERTAIN, f"CUDA {build_cuda} can build for sm_{major}{minor}, but whether this build did is not known", row["source"])
-    oldest = min((t[1], t[2]) for t in targets)
-    if (major, minor) < oldest:  # PTX JIT-compiles only upward, so no target of this toolkit reaches it
-        return Reason(name, FAIL, f"CUDA {build_cuda} cannot build for sm_{major}{minor}: its oldest target is sm_{oldest[0]}{oldest[1]}",
-                      row["source"], "ARCH_UNSUPPORTED", "compute")
-    return Reason(name, UNCERTAIN, f"CUDA {build_cuda} cannot build SASS for sm_{major}{minor}; the build runs there only by JIT "
-                  f"from PTX of an older target, and whether it carries such PTX is not known", row["source"],
-                  warning=f"CUDA {build_cuda} has no SASS target for sm_{major}{minor}: at best it runs by PTX JIT (slow first start)")
-
-
-def runtime_targets_rule(cuda: str, cc: str | None) -> Reason | None:
-    """A CUDA runtime's own kernels are NVRTC's, compiled for the device in hand (the probe's JIT rungs): where no target
-    of that toolkit is as old as the device, nothing can run (CUDA 12 has no sm_35, CUDA 13 nothing below sm_75).
-    None where the compute capability or the toolkit's target list is not known: the runtime's other checks still judge."""
-    window = toolkit_window_rule(cuda, cc) if cc else None
-    if window is None or window.verdict == FAIL:
-        return window
-    if not window.source:  # no target list for this toolkit
-        return None
-    major, minor = cc.split(".")
-    if window.warning:  # a device newer than every target: NVRTC compiles PTX of its newest older target, the driver JITs it
-        return Reason(window.rule, PASS, f"NVRTC of CUDA {minor_series(cuda)} has no target for sm_{major}{minor}; its PTX for an older "
-                      "target is JIT-compiled by the driver", window.source, warning=window.warning)
-    return Reason(window.rule, PASS, f"NVRTC of CUDA {minor_series(cuda)} can compile for compute capability {cc}", window.source)
-
-
-DRIVES = "driver drives the GPU"
-
-
-def driver_branch(driver: str | None) -> int | None:
-    """'550.54.15' -> 550 (the branch, R550); None for what is not a driver version."""
-    head = (driver or "").split(".")[0]
-    return int(head) if head.isdigit() and len(head) == 3 else None
-
-
-def architectures_not_driven(driver: str | None) -> list[str]:
-    """The architectures a driver's branch does not drive, each with the bound it is past ('Kepler (last R470)',
-    'Blackwell (from R570)'), from the architecture rows of gpu_driver_branches.csv: why a loaded driver lists no GPU."""
-    branch = driver_branch(driver)
-    found: dict[str, str] = {}
-    for row in tables.table("gpu_driver_branches") if branch is not None else ():
-        if row["gpu"] or not row["branch"] or row["architecture"] in found:
-            continue
-        bound = int(row["branch"])
-        if row["bound"] == "last" and branch > bound:
-            found[row["architecture"]] = f"{row['architecture']} (last R{bound})"
-        elif row["bound"] == "first" and branch < bound:
-            found[row["architecture"]] = f"{row['architecture']} (from R{bound})"
-    return list(found.values())
-
-
-def branch_releases(branch: int) -> list[str]:
-    """The releases of one driver branch the knowledge names (the minimum drivers of its tables), oldest first."""
-    return [d for d in tables.named_drivers() if driver_branch(d) == branch]
-
-
-def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> Reason | None:
-    """Each architecture (and the products that came after their architecture's first branch) is driven from a first
-    driver branch to a last one (knowledge/data/gpu_driver_branches.csv): outside them the GPU is not there at all,
-    whatever the stack. None where there is nothing to judge: no driver, an architecture the table does not know,
-    or a Jetson/Tegra GPU (driven by its JetPack's L4T, not by these branches)."""
-    branch = driver_branch(driver)
-    bounds = tables.driver_branches(cc, gpu) if branch is not None else None
-    if bounds is None or bounds["l4t"] is not None or not (bounds["first"] or bounds["last"]):
-        return None
-    architecture, first, last = bounds["architecture"], bounds["first"], bounds["last"]
-    what = f"{architecture} GPUs such as {gpu}" if gpu else f"{architecture} GPUs of compute capability {cc}"
-    listed = device_listings(gpu, driver)
-    yes, no = ([d for d, a in listed.items() if a[0] == verdict] for verdict in ("yes", "no"))
-    # The lists are the open kernel modules' README (from R515): they name the products of architectures that began in
-    # that era as they came out, but caught up late on older ones (the Tesla T4, driven since R410, is first named in
-    # 575.51.02). So a list's silence decides only for an architecture whose first branch is in the lists' era.
-    silence_decides = bool(first) and int(first["branch"]) >= LISTS_BEGIN
-    if no and len(no) == len(listed) and not silence_decides and not yes:
-        listed, no = {}, []  # judged by the architecture's branches below, and said so
-        late = "its list of compatible GPUs (NVIDIA's open kernel modules) does not name it, but those lists name older products late"
-    else:
-        late = None
-    if no and len(no) == len(listed):  # no board the name may be is in this release's list: the driver does not bind it
-        answer, confidence, read = listed[no[0]]
-        nearest = gpus.nearest_listing(no, driver)
-        began = min((gpus.first_listing(d) for d in no), key=lambda row: tables.version(row["first"]))
-        then = (f"; the nearest release that lists it is {nearest}" if nearest else "") + (
-            f" (first listed in {began['first']})" if began and nearest != began["first"] else "")
-        if first and branch < int(first["branch"]):  # the architecture's branches say so too
-            then += f"; {first['gpu'] or architecture} needs R{first['branch']} or newer"
-        elif last and branch > int(last["branch"]):
-            then += f"; R{last['branch']} is the last branch for {last['gpu'] or architecture}"
-        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {device_text(no)} "
-                              f"{'are' if len(no) > 1 else 'is'} not in {read}{then}", listing_source(no[0], driver), "NO_DEVICE", "device"), confidence)
-    if yes:  # the release lists it: driven, whatever the architecture's branches say
-        confidence = "high" if all(listed[d][1] == "high" for d in yes) else "medium"
-        began = gpus.first_listing(yes[0])
-        warning = (f"driver {driver} does not list {device_text(no)}, another board of that name (first listed in "
-                   f"{(gpus.first_listing(no[0]) or {}).get('first', '?')}): that one would not be driven") if no else None
-        return weighed(Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what}: {device_text(yes)} "
-                              f"{'are' if len(yes) > 1 else 'is'} in {listed[yes[0]][2]} ({listed_since(began['first'])})", listing_source(yes[0], driver),
-                              warning=warning), confidence)
-    if first and branch < int(first["branch"]):
-        needs = first["gpu"] or architecture
-        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {needs} needs R{first['branch']} or newer",
-                              first["source"], "NO_DEVICE", "device"), first["confidence"])
-    if last and branch > int(last["branch"]):
-        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: R{last['branch']} is the last branch for "
-                              f"{last['gpu'] or architecture}", last["source"], "NO_DEVICE", "device"), last["confidence"])
-    # inside the bounds the GPU is driven however loosely a bound was sourced: a bound's doubt is only below or above it
-    if listed and branch >= 515:  # a driver list of this era not read for it: the architecture's branches, and said so
-        return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)}); whether it lists "
-                      f"{device_text(list(listed))} is not known ({next(iter(listed.values()))[2]}), so this rests on the "
-                      "architecture's branches", (first or last)["source"], confidence="medium",
-                      warning=f"driver {driver}'s own list of compatible GPUs was not read, and {device_text(list(listed))} is not in "
-                              f"every read one near it ({next(iter(listed.values()))[2]}): it may not be driven")
-    return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"],
-                  warning=f"driver {driver}: {late}; this rests on the architecture's branches" if late else None)
-
-
-LISTS_BEGIN = 515  # the first branch whose open-kernel-module README lists compatible GPUs (driver_readmes.csv)
-
-
-def device_listings(gpu: str | None, driver: str) -> dict[str, tuple[str, str, str]]:
-    """Per PCI device ID the GPU's name may be (gpus.device_ids), whether the driver's release lists it
-    (gpus.driver_lists: 'yes' | 'no' | 'unknown', confidence, what was read); {} where no driver list names the GPU."""
-    ids = [d for d in gpus.device_ids(gpu) if gpus.first_listing(d)] if gpu else []
-    return {d: gpus.driver_lists(d, driver) for d in ids}
-
-
-def listed_since(release: str) -> str:
-    """'first listed in 550.40.07', or for a device in the oldest list read 'listed since 515.48.07, the oldest list read'."""
-    oldest = min((r["release"] for r in tables.table("driver_readmes")), key=tables.version, default=None)
-    return f"listed since {release}, the oldest list read" if release == oldest else f"first listed in {release}"
-
-
-def device_text(devices: list[str]) -> str:
-    """'PCI device 10de:2783' / 'PCI devices 10de:2330, 10de:2337'."""
-    return f"PCI device{'s' if len(devices) > 1 else ''} " + ", ".join(f"10de:{d.lower()}" for d in devices)
-
-
-def listing_source(device: str, driver: str) -> str:
-    """The README read for a driver (where read) and the device's first listing: the facts a listing verdict rests on."""
-    read = next((r for r in tables.table("driver_readmes") if r["release"] == driver), None)
-    began = gpus.first_listing(device)
-    return " ; ".join(s for s in ((read or {}).get("source"), began and began["source"], "knowledge/data/driver_devices.csv") if s)
-
-
-def driving_branch(cc: str | None, gpu: str | None, driver: str) -> tuple[int, str | None, str]:
-    """For a driver outside the GPU's branches: (the branch nearest to it that drives the GPU, the newest release of that
-    branch the knowledge names or None, 'drivers R570 and newer drive Blackwell GPUs')."""
-    listed = device_listings(gpu, driver)
-    if listed and all(answer == "no" for answer, _c, _r in listed.values()):  # the driver lists no board of that name
-        nearest = gpus.nearest_listing(list(listed), driver)
-        if nearest is not None:
-            branch = driver_branch(nearest)
-            named = [d for d in branch_releases(branch) if any(gpus.driver_lists(i, d)[0] == "yes" for i in listed)]
-            head = f"driver {nearest} (R{branch}) lists {gpu} ({device_text(list(listed))})"
-            bounds = tables.driver_branches(cc, gpu)
-            asked = driver_branch(driver)
-            if bounds and asked is not None and ((bounds["first"] and asked < int(bounds["first"]["branch"]))
-                                                 or (bounds["last"] and asked > int(bounds["last"]["branch"]))):
-                head = f"drivers {drive_span(bounds)} drive {bounds['architecture']} GPUs; {head}"  # the architecture's reason first
-            return branch, (named or [nearest])[-1], head
-    bounds = tables.driver_branches(cc, gpu)
-    asked, first, last = driver_branch(driver), bounds["first"], bounds["last"]
-    bound = last if last and asked is not None and asked > int(last["branch"]) else first
-    branch = int(bound["branch"])
-    newest = (branch_releases(branch) or [None])[-1]
-    return branch, newest, f"drivers {drive_span(bounds)} drive {bound['gpu'] or bounds['architecture'] + ' GPUs'}"
-
-
-def drive_span(bounds: dict) -> str:
-    """'R367 to R580', 'up to R470', 'R570 and newer': the branches that drive a GPU, from tables.driver_branches."""
-    first, last = bounds["first"], bounds["last"]
-    return (f"R{first['branch']} to R{last['branch']}" if first and last else f"up to R{last['branch']}" if last
-            else f"R{first['branch']} and newer")
-
-
 def minimum_rule(what: str, cc: str, driver: str | None, min_cc: str, min_driver: str, source: str) -> list[Reason]:
     """A framework's own published minimums (compute capability, driver)."""
     reasons = []
@@ -392,39 +112,6 @@ def python_rule(what: str, python: str, supported: str, source: str) -> Reason:
 
 
 # -- predict ---------------------------------------------------------------------------------
-
-_STAGE_ORDER = {"resolve": 0, "install": 1, "import": 2, "device": 3, "compute": 4}
-
-
-def disagreeing(reasons: list[Reason]) -> list[Reason]:
-    """Where public reports contradict each other on the same check (one rule, a pass from one source and a
-    fail from another), the check is uncertain, naming both: never a confident verdict picked from one."""
-    out: list[Reason] = []
-    for reason in reasons:
-        rivals = [r for r in reasons if r.rule == reason.rule and r.source != reason.source and {r.verdict, reason.verdict} == {PASS, FAIL}]
-        if not rivals:
-            out.append(reason)
-        elif reason.verdict == PASS:  # once per pair, at the passing side
-            other = rivals[0]
-            out.append(Reason(reason.rule, UNCERTAIN, f"sources disagree: {reason.text} ({reason.source}), but {other.text} ({other.source})",
-                              f"{reason.source} ; {other.source}"))
-    return out
-
-
-def combine(reasons: list[Reason], resolved: dict) -> Prediction:
-    """The verdict of a stack's reasons: its first failure heads it, and a cause no pip install can fix (the driver does
-    not drive the GPU, or is too old for the build's CUDA) comes before one the user can (a missing wheel for a Python),
-    the ladder's stage order deciding within each; without a failure, uncertain where any reason is, else a pass."""
-    reasons = disagreeing(reasons)
-    failures = sorted((r for r in reasons if r.verdict == FAIL),
-                      key=lambda r: (not (r.rule == DRIVES or r.code == "DRIVER_TOO_OLD"), _STAGE_ORDER.get(r.stage or "", 9)))
-    warnings = [r.warning for r in reasons if r.warning]
-    if failures:
-        return Prediction(FAIL, failures[0].code, failures[0].stage, warnings, reasons, resolved, failures[0].confidence)
-    if not reasons or any(r.verdict == UNCERTAIN for r in reasons):
-        return Prediction(UNCERTAIN, None, None, warnings, reasons, resolved, "low" if any(r.confidence == "low" for r in reasons) else "high")
-    return Prediction(PASS, None, None, warnings, reasons, resolved, "medium" if any(r.confidence == "medium" for r in reasons) else "high")
-
 
 def _split(text: str) -> list[str]:
     return [item for item in (text or "").split(";") if item]

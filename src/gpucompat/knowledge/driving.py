@@ -1,0 +1,156 @@
+"""Whether a driver drives a GPU at all: each architecture's first and last driver branch
+(gpu_driver_branches.csv) and, per PCI device ID, the driver releases whose list of compatible GPUs names it
+(driver_devices.csv, read from NVIDIA's open-gpu-kernel-modules READMEs). Outside them the GPU is not there,
+whatever the stack.
+"""
+
+from __future__ import annotations
+
+from . import gpus, tables
+from .reasons import DRIVES, FAIL, PASS, Reason, weighed
+
+
+def driver_branch(driver: str | None) -> int | None:
+    """'550.54.15' -> 550 (the branch, R550); None for what is not a driver version."""
+    head = (driver or "").split(".")[0]
+    return int(head) if head.isdigit() and len(head) == 3 else None
+
+
+def architectures_not_driven(driver: str | None) -> list[str]:
+    """The architectures a driver's branch does not drive, each with the bound it is past ('Kepler (last R470)',
+    'Blackwell (from R570)'), from the architecture rows of gpu_driver_branches.csv: why a loaded driver lists no GPU."""
+    branch = driver_branch(driver)
+    found: dict[str, str] = {}
+    for row in tables.table("gpu_driver_branches") if branch is not None else ():
+        if row["gpu"] or not row["branch"] or row["architecture"] in found:
+            continue
+        bound = int(row["branch"])
+        if row["bound"] == "last" and branch > bound:
+            found[row["architecture"]] = f"{row['architecture']} (last R{bound})"
+        elif row["bound"] == "first" and branch < bound:
+            found[row["architecture"]] = f"{row['architecture']} (from R{bound})"
+    return list(found.values())
+
+
+def branch_releases(branch: int) -> list[str]:
+    """The releases of one driver branch the knowledge names (the minimum drivers of its tables), oldest first."""
+    return [d for d in tables.named_drivers() if driver_branch(d) == branch]
+
+
+def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> Reason | None:
+    """Each architecture (and the products that came after their architecture's first branch) is driven from a first
+    driver branch to a last one (knowledge/data/gpu_driver_branches.csv): outside them the GPU is not there at all,
+    whatever the stack. None where there is nothing to judge: no driver, an architecture the table does not know,
+    or a Jetson/Tegra GPU (driven by its JetPack's L4T, not by these branches)."""
+    branch = driver_branch(driver)
+    bounds = tables.driver_branches(cc, gpu) if branch is not None else None
+    if bounds is None or bounds["l4t"] is not None or not (bounds["first"] or bounds["last"]):
+        return None
+    architecture, first, last = bounds["architecture"], bounds["first"], bounds["last"]
+    what = f"{architecture} GPUs such as {gpu}" if gpu else f"{architecture} GPUs of compute capability {cc}"
+    listed = device_listings(gpu, driver)
+    yes, no = ([d for d, a in listed.items() if a[0] == verdict] for verdict in ("yes", "no"))
+    # The lists are the open kernel modules' README (from R515): they name the products of architectures that began in
+    # that era as they came out, but caught up late on older ones (the Tesla T4, driven since R410, is first named in
+    # 575.51.02). So a list's silence decides only for an architecture whose first branch is in the lists' era.
+    silence_decides = bool(first) and int(first["branch"]) >= LISTS_BEGIN
+    if no and len(no) == len(listed) and not silence_decides and not yes:
+        listed, no = {}, []  # judged by the architecture's branches below, and said so
+        late = "its list of compatible GPUs (NVIDIA's open kernel modules) does not name it, but those lists name older products late"
+    else:
+        late = None
+    if no and len(no) == len(listed):  # no board the name may be is in this release's list: the driver does not bind it
+        answer, confidence, read = listed[no[0]]
+        nearest = gpus.nearest_listing(no, driver)
+        began = min((gpus.first_listing(d) for d in no), key=lambda row: tables.version(row["first"]))
+        then = (f"; the nearest release that lists it is {nearest}" if nearest else "") + (
+            f" (first listed in {began['first']})" if began and nearest != began["first"] else "")
+        if first and branch < int(first["branch"]):  # the architecture's branches say so too
+            then += f"; {first['gpu'] or architecture} needs R{first['branch']} or newer"
+        elif last and branch > int(last["branch"]):
+            then += f"; R{last['branch']} is the last branch for {last['gpu'] or architecture}"
+        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {device_text(no)} "
+                              f"{'are' if len(no) > 1 else 'is'} not in {read}{then}", listing_source(no[0], driver), "NO_DEVICE", "device"), confidence)
+    if yes:  # the release lists it: driven, whatever the architecture's branches say
+        confidence = "high" if all(listed[d][1] == "high" for d in yes) else "medium"
+        began = gpus.first_listing(yes[0])
+        warning = (f"driver {driver} does not list {device_text(no)}, another board of that name (first listed in "
+                   f"{(gpus.first_listing(no[0]) or {}).get('first', '?')}): that one would not be driven") if no else None
+        return weighed(Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what}: {device_text(yes)} "
+                              f"{'are' if len(yes) > 1 else 'is'} in {listed[yes[0]][2]} ({listed_since(began['first'])})", listing_source(yes[0], driver),
+                              warning=warning), confidence)
+    if first and branch < int(first["branch"]):
+        needs = first["gpu"] or architecture
+        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {needs} needs R{first['branch']} or newer",
+                              first["source"], "NO_DEVICE", "device"), first["confidence"])
+    if last and branch > int(last["branch"]):
+        return weighed(Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: R{last['branch']} is the last branch for "
+                              f"{last['gpu'] or architecture}", last["source"], "NO_DEVICE", "device"), last["confidence"])
+    # inside the bounds the GPU is driven however loosely a bound was sourced: a bound's doubt is only below or above it
+    if listed and branch >= 515:  # a driver list of this era not read for it: the architecture's branches, and said so
+        return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)}); whether it lists "
+                      f"{device_text(list(listed))} is not known ({next(iter(listed.values()))[2]}), so this rests on the "
+                      "architecture's branches", (first or last)["source"], confidence="medium",
+                      warning=f"driver {driver}'s own list of compatible GPUs was not read, and {device_text(list(listed))} is not in "
+                              f"every read one near it ({next(iter(listed.values()))[2]}): it may not be driven")
+    return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"],
+                  warning=f"driver {driver}: {late}; this rests on the architecture's branches" if late else None)
+
+
+LISTS_BEGIN = 515  # the first branch whose open-kernel-module README lists compatible GPUs (driver_readmes.csv)
+
+
+def device_listings(gpu: str | None, driver: str) -> dict[str, tuple[str, str, str]]:
+    """Per PCI device ID the GPU's name may be (gpus.device_ids), whether the driver's release lists it
+    (gpus.driver_lists: 'yes' | 'no' | 'unknown', confidence, what was read); {} where no driver list names the GPU."""
+    ids = [d for d in gpus.device_ids(gpu) if gpus.first_listing(d)] if gpu else []
+    return {d: gpus.driver_lists(d, driver) for d in ids}
+
+
+def listed_since(release: str) -> str:
+    """'first listed in 550.40.07', or for a device in the oldest list read 'listed since 515.48.07, the oldest list read'."""
+    oldest = min((r["release"] for r in tables.table("driver_readmes")), key=tables.version, default=None)
+    return f"listed since {release}, the oldest list read" if release == oldest else f"first listed in {release}"
+
+
+def device_text(devices: list[str]) -> str:
+    """'PCI device 10de:2783' / 'PCI devices 10de:2330, 10de:2337'."""
+    return f"PCI device{'s' if len(devices) > 1 else ''} " + ", ".join(f"10de:{d.lower()}" for d in devices)
+
+
+def listing_source(device: str, driver: str) -> str:
+    """The README read for a driver (where read) and the device's first listing: the facts a listing verdict rests on."""
+    read = next((r for r in tables.table("driver_readmes") if r["release"] == driver), None)
+    began = gpus.first_listing(device)
+    return " ; ".join(s for s in ((read or {}).get("source"), began and began["source"], "knowledge/data/driver_devices.csv") if s)
+
+
+def driving_branch(cc: str | None, gpu: str | None, driver: str) -> tuple[int, str | None, str]:
+    """For a driver outside the GPU's branches: (the branch nearest to it that drives the GPU, the newest release of that
+    branch the knowledge names or None, 'drivers R570 and newer drive Blackwell GPUs')."""
+    listed = device_listings(gpu, driver)
+    if listed and all(answer == "no" for answer, _c, _r in listed.values()):  # the driver lists no board of that name
+        nearest = gpus.nearest_listing(list(listed), driver)
+        if nearest is not None:
+            branch = driver_branch(nearest)
+            named = [d for d in branch_releases(branch) if any(gpus.driver_lists(i, d)[0] == "yes" for i in listed)]
+            head = f"driver {nearest} (R{branch}) lists {gpu} ({device_text(list(listed))})"
+            bounds = tables.driver_branches(cc, gpu)
+            asked = driver_branch(driver)
+            if bounds and asked is not None and ((bounds["first"] and asked < int(bounds["first"]["branch"]))
+                                                 or (bounds["last"] and asked > int(bounds["last"]["branch"]))):
+                head = f"drivers {drive_span(bounds)} drive {bounds['architecture']} GPUs; {head}"  # the architecture's reason first
+            return branch, (named or [nearest])[-1], head
+    bounds = tables.driver_branches(cc, gpu)
+    asked, first, last = driver_branch(driver), bounds["first"], bounds["last"]
+    bound = last if last and asked is not None and asked > int(last["branch"]) else first
+    branch = int(bound["branch"])
+    newest = (branch_releases(branch) or [None])[-1]
+    return branch, newest, f"drivers {drive_span(bounds)} drive {bound['gpu'] or bounds['architecture'] + ' GPUs'}"
+
+
+def drive_span(bounds: dict) -> str:
+    """'R367 to R580', 'up to R470', 'R570 and newer': the branches that drive a GPU, from tables.driver_branches."""
+    first, last = bounds["first"], bounds["last"]
+    return (f"R{first['branch']} to R{last['branch']}" if first and last else f"up to R{last['branch']}" if last
+            else f"R{first['branch']} and newer")
