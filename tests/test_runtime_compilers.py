@@ -74,3 +74,19 @@ def test_cupy_with_ctk_gets_pip_nvrtc():
 def test_cupy_without_sm_120_kernels_stays_uncertain():
     prediction, _ = _cupy("13.3.0", "cuda12x")  # precompiled kernels end at sm_90 (cupy/cupy#9106)
     assert prediction.verdict == UNCERTAIN
+
+
+def test_cupy_ctk_is_read_from_the_spec_and_advised_where_it_brings_the_nvrtc_that_decides():
+    """`cupy-cuda12x[ctk]` keeps its package through the parser (plan and explain), and advise offers it on a GPU
+    newer than CuPy's CUDA 12 builds: its pip NVRTC (12.9.86) compiles for sm_120, the system toolkit is not assumed."""
+    import json
+
+    from conftest import run_cli
+    from gpucompat.plan import _spec_parts
+
+    assert _spec_parts("cupy-cuda12x", ("ctk",), "14.2.0", "cupy-cuda12x[ctk]==14.2.0") == ("cupy", "14.2.0", "cuda12x[ctk]")
+    answer = json.loads(run_cli("explain", "cupy-cuda12x[ctk]==14.2.0", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "575.64.05",
+                                "--json", check=0).stdout)
+    assert answer["verdict"] == "pass" and answer["install"]["pip"] == "pip install 'cupy-cuda12x[ctk]==14.2.0'"
+    advised = json.loads(run_cli("advise", "cupy", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "575.64.05", "--json", check=0).stdout)
+    assert [(p["version"], p["variant"]) for p in advised["predicted"]][:1] == [("14.2.0", "cuda12x[ctk]")]

@@ -584,7 +584,9 @@ def _spec_parts(raw_name: str, extras: tuple[str, ...], version: str | None, tex
         name, variant = "cupy", name[len("cupy-"):]
     if name not in FRAMEWORKS:
         raise UserError(f"{text!r}: unknown framework {raw_name!r}; expected one of: {', '.join(FRAMEWORKS)}.")
-    if extras:
+    if extras and name == "cupy" and variant:  # cupy-cuda12x[ctk]: the package, with the CUDA components pip brings
+        variant = f"{variant}[{','.join(sorted(extras))}]"
+    elif extras:
         variant = sorted(extras)[0]
     elif name == "jax" and variant is None:
         variant = "cpu"

@@ -65,6 +65,10 @@ def _candidates(framework: str) -> list[tuple[str, str]]:
                 if tables.jax_build(str(v), variant) is not None]
     elif framework == "cupy":
         rows = [(f"{r['series']}.*", r["variant"]) for r in tables.table("cupy_packages") if int(r["series"]) >= 12]
+        # with the [ctk] extra where a series has it (compiler_pins.csv): it brings the NVRTC that decides a newer GPU
+        ctk = [(r["variant"], Version(r["from_version"])) for r in tables.table("compiler_pins") if r["framework"] == "cupy"]
+        rows += [(series, extra) for series, variant in list(rows) for extra, since in ctk
+                 if extra.split("[")[0] == variant and _key(series) >= Version(f"{since.major}")]
     else:
         rows = [(r["cuda"], "default") for r in tables.table("cuda_drivers") if Version(r["cuda"]).major >= 11]
     # builds of one release newest CUDA first: a set's order changes with each process's string hashing
@@ -178,7 +182,8 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
 def judgeable_releases(framework: str, variant: str) -> tuple[Version, ...]:
     """The final releases the knowledge can judge, oldest first (JAX: jaxlib's and the CUDA plugins' file lists)."""
     # one file list per package: torch's and JAX's releases do not depend on the build, TensorFlow's and CuPy's package do
-    return _judgeable_releases(framework, variant if framework in ("tensorflow", "cupy") else None)
+    # cupy-cuda12x[ctk]'s releases are cupy-cuda12x's (the extra adds CUDA's components, not wheels)
+    return _judgeable_releases(framework, variant.split("[")[0] if framework in ("tensorflow", "cupy") else None)
 
 
 @lru_cache(maxsize=None)  # the tables do not change while a process runs; advise asks once per candidate series

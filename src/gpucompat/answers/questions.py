@@ -192,7 +192,9 @@ def read(words: list[str] | str, exact: bool = False) -> Question:
         raise UserError(f"{text[:60]!r} is not a stack spec; write e.g. torch==2.4.1, 'torch 2.4', jax[cuda12]==0.4.30 or cuda-runtime==12.4.")
     framework, variant, notes = framework_name(found.group("name"))
     extras = sorted(e.strip().lower() for e in (found.group("extras") or "").split(",") if e.strip())
-    if extras:
+    if extras and framework == "cupy" and variant:  # cupy-cuda12x[ctk]: the package, with the CUDA components pip brings
+        variant = f"{variant}[{','.join(extras)}]"
+    elif extras:
         variant = extras[0]
     specifier = re.sub(r"\s+", "", found.group("spec") or "")
     version, version_notes = _version(framework, variant, specifier, text, exact)
@@ -274,9 +276,13 @@ def gpu_variants(framework: str, version: str) -> list[str]:
         return ["and-cuda"] if plain is None or plain >= Version("2.14") else ["plain"]
     if framework == "cupy":
         plain = tables.version(version)
-        return [r["variant"] for r in sorted(tables.table("cupy_packages"), key=lambda r: r["variant"], reverse=True)
-                if r["variant"].endswith("x") and plain is not None
-                and Version(r["first_version"]) <= plain <= Version(r["last_version"])] or ["cuda12x"]
+        packages = [r["variant"] for r in sorted(tables.table("cupy_packages"), key=lambda r: r["variant"], reverse=True)
+                    if r["variant"].endswith("x") and plain is not None
+                    and Version(r["first_version"]) <= plain <= Version(r["last_version"])] or ["cuda12x"]
+        # where the release has the [ctk] extra (compiler_pins.csv), that build first: it brings the NVRTC that decides
+        with_ctk = {r["variant"] for r in tables.table("compiler_pins") if r["framework"] == "cupy" and plain is not None
+                    and tables.version(r["from_version"]) is not None and tables.version(r["from_version"]) <= plain}
+        return [f"{p}[ctk]" for p in packages if f"{p}[ctk]" in with_ctk] + packages
     return ["default"]
 
 
