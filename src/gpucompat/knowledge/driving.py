@@ -91,8 +91,8 @@ def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> R
         return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)}); whether it lists "
                       f"{device_text(list(listed))} is not known ({next(iter(listed.values()))[2]}), so this rests on the "
                       "architecture's branches", (first or last)["source"], confidence="medium",
-                      warning=f"driver {driver}'s own list of compatible GPUs was not read, and {device_text(list(listed))} is not in "
-                              f"every read one near it ({next(iter(listed.values()))[2]}): it may not be driven")
+                      warning=f"no list of compatible GPUs read says whether driver {driver} names {device_text(list(listed))}: "
+                              "it may not be driven")
     return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"],
                   warning=f"driver {driver}: {late}; this rests on the architecture's branches" if late else None)
 
