@@ -440,7 +440,7 @@ def defect_rules(framework: str, release: str, variant: str, cc: str | None) -> 
 def wheel_package(framework: str, variant: str) -> str | None:
     """The PyPI package whose wheels decide which Pythons a stack can have."""
     return {"torch": "torch", "tensorflow": {"gpu": "tensorflow-gpu", "cpu": "tensorflow-cpu"}.get(variant, "tensorflow"), "jax": "jaxlib",
-            "cupy": f"cupy-{variant.split('[')[0]}"}.get(framework)  # cupy-cuda12x[ctk]'s wheels are cupy-cuda12x's
+            "cupy": f"cupy-{str(variant).split('[')[0]}"}.get(framework)  # cupy-cuda12x[ctk]'s wheels are cupy-cuda12x's
 
 
 def wheel_pythons(framework: str, release: str, variant: str) -> list[str]:
