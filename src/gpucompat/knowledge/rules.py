@@ -481,7 +481,7 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
     stuck = installs.unresolvable(framework, release, variant, python)
     if stuck:  # a PASS only for what installs: uv's own answer for this build's install line
         nearest = f"; {stuck['nearest']} resolves" if stuck["nearest"] else ""
-        for_python = f" for Python {python}" if python and stuck["resolves"] == "some" else ""
+        for_python = f" for Python {python} (other Pythons resolve)" if python and stuck["resolves"] == "some" else ""
         reasons.append(Reason("installs", FAIL, f"pip cannot install {stuck['requirement']}{for_python}: uv cannot resolve it: "
                               f"{stuck['reason']}{nearest}", stuck["source"], "ENV_UNRESOLVABLE", "resolve"))
     package = wheel_package(framework, variant)
