@@ -141,9 +141,9 @@ def test_questions_as_people_type_them(question, spec, note):
 def test_what_was_typed_exactly_carries_no_note_and_cpu_builds_are_kept():
     assert explain("torch==2.4.1", None, "8.0", "535.104.05", "3.11")["notes"] == []  # a Python given carries no note either
     assert explain("jax[cpu]==0.4.30", None, "9.0", "535.104.05")["code"] == "NO_DEVICE"
-    cpu = explain("tensorflow-cpu==2.15.0", None, "8.0", "535.104.05")
-    assert (cpu["spec"], cpu["code"]) == ("tensorflow-cpu==2.15.0", "NO_DEVICE")
-    assert cpu["nearest"][0]["spec"] == "tensorflow[and-cuda]==2.15.0"
+    cpu = explain("tensorflow-cpu==2.15.1", None, "8.0", "535.104.05")
+    assert (cpu["spec"], cpu["code"]) == ("tensorflow-cpu==2.15.1", "NO_DEVICE")
+    assert cpu["nearest"][0]["spec"] == "tensorflow[and-cuda]==2.15.1"
 
 
 @pytest.mark.parametrize("question, message", [

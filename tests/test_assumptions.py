@@ -191,7 +191,7 @@ def test_tensorflow_before_and_cuda_is_conditional_in_text_json_and_exit_code():
     on_311 = explain_json("tensorflow==2.11.0", "--gpu", "T4", "--driver", "525.60.13", "--python", "3.11")  # no 3.11 wheel
     python = next(n for n in on_311["nearest"] if n["kind"] == "python")
     assert (on_311["code"], python["python"], python["verdict"], python["needs"]["cuda"]) == ("ENV_UNRESOLVABLE", "3.10", "conditional", "11.2")
-    self_contained = explain_json("tensorflow[and-cuda]==2.15.0", "--gpu", "T4", "--driver", "535.104.05", "--python", "3.10")
+    self_contained = explain_json("tensorflow[and-cuda]==2.15.1", "--gpu", "T4", "--driver", "535.104.05", "--python", "3.10")
     assert (self_contained["verdict"], self_contained.get("needs")) == ("pass", None)
 
 

@@ -130,8 +130,8 @@ def test_toolkit_window_and_python():
     (("torch", "2.4.1", "cpu", "8.0", "535.104.05"), "fail", "NO_DEVICE"),
     # R535 does not drive Kepler (R470 is its last branch): the GPU is not there before its missing sm_37 matters
     (("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05"), "fail", "NO_DEVICE"),
-    (("tensorflow", "2.15.0", "and-cuda", "8.0", "535.104.05"), "pass", None),  # sm_80 in its wheel (docs/evidence/wheels)
-    (("tensorflow", "2.15.0", "and-cuda", "12.0", "570.86.10"), "pass", None),  # compute_80 PTX JIT-compiled (2.15 predates the known defect)
+    (("tensorflow", "2.15.1", "and-cuda", "8.0", "535.104.05"), "pass", None),  # 2.15.0 itself does not install (tests/test_installs.py)  # sm_80 in its wheel (docs/evidence/wheels)
+    (("tensorflow", "2.15.1", "and-cuda", "12.0", "570.86.10"), "pass", None),  # compute_80 PTX JIT-compiled (2.15 predates the known defect)
     (("tensorflow", "2.17.0", "and-cuda", "12.0", "570.86.10"), "fail", "ARCH_UNSUPPORTED"),  # known defect: PTX JIT fails on sm_120
     (("tensorflow", "2.15.0", "plain", "8.0", "535.104.05"), "uncertain", None),  # plain tensorflow brings no CUDA libraries
     (("jax", "0.8.0", "cuda13", "7.0", "580.65.06"), "fail", "ARCH_UNSUPPORTED"),
@@ -211,7 +211,7 @@ def test_jax_extras_that_did_not_exist_yet_or_any_more_install_the_cpu_build():
 
 def test_tensorflow_arch_lists_come_from_its_wheels():
     # TF 2.15's wheel: SASS sm_50..sm_80, PTX compute_80 (docs/evidence/wheels); 2.17 dropped Maxwell
-    assert predict_stack("tensorflow", "2.15.0", "and-cuda", "5.2", "550.54.14").verdict == "pass"
+    assert predict_stack("tensorflow", "2.15.1", "and-cuda", "5.2", "550.54.14").verdict == "pass"
     assert predict_stack("tensorflow", "2.17.0", "and-cuda", "5.2", "550.54.14").code == "ARCH_UNSUPPORTED"
     kepler = predict_stack("tensorflow", "2.15.0", "and-cuda", "3.7", "535.104.05")  # R535 does not drive Kepler, and no sm_37
     architecture = next(r for r in kepler.reasons if r.rule == "architecture")

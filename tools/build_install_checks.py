@@ -69,8 +69,8 @@ def compile_one(requirements: tuple[str, ...], python: str) -> tuple[bool, str]:
 
 def check(framework: str, release: str, variant: str, pythons: list[str]) -> dict:
     requirements, index = requirements_for(framework, release, "default" if variant == "plain" else variant)
-    if index:
-        return {}
+    if index or (framework == "jax" and (variant == "cuda" or Version(release) < Version("0.4.23"))):
+        return {}  # another index (PyTorch's; JAX's CUDA builds before 0.4.23, installed with -f from Google's storage)
     ordered = sorted(pythons, key=lambda p: tuple(int(x) for x in p.split(".")))
     if not ordered:
         return {}

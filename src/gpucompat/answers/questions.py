@@ -276,13 +276,9 @@ def gpu_variants(framework: str, version: str) -> list[str]:
         return ["and-cuda"] if plain is None or plain >= Version("2.14") else ["plain"]
     if framework == "cupy":
         plain = tables.version(version)
-        packages = [r["variant"] for r in sorted(tables.table("cupy_packages"), key=lambda r: r["variant"], reverse=True)
-                    if r["variant"].endswith("x") and plain is not None
-                    and Version(r["first_version"]) <= plain <= Version(r["last_version"])] or ["cuda12x"]
-        # where the release has the [ctk] extra (compiler_pins.csv), that build first: it brings the NVRTC that decides
-        with_ctk = {r["variant"] for r in tables.table("compiler_pins") if r["framework"] == "cupy" and plain is not None
-                    and tables.version(r["from_version"]) is not None and tables.version(r["from_version"]) <= plain}
-        return [f"{p}[ctk]" for p in packages if f"{p}[ctk]" in with_ctk] + packages
+        return [r["variant"] for r in sorted(tables.table("cupy_packages"), key=lambda r: r["variant"], reverse=True)
+                if r["variant"].endswith("x") and plain is not None
+                and Version(r["first_version"]) <= plain <= Version(r["last_version"])] or ["cuda12x"]
     return ["default"]
 
 
