@@ -71,7 +71,6 @@ def _driver_cuda(facts: dict) -> str | None:
 
 
 def _device_failure(facts: dict, record: dict, stderr: str) -> tuple[str, str]:
-    system = facts.get("system", {})
     stage_facts = record.get("facts", {})
     if gpu_state.compute_mode(facts) == "prohibited":
         return "NO_DEVICE", PROHIBITED.format(where=gpu_state.where(facts))
