@@ -24,7 +24,7 @@ _VERSION = re.compile(r"\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)$")
 _MODULE = re.compile(r"Kernel Module(?: for [a-z0-9_]+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
 LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_MEMLOCK", "RLIMIT_STACK")
 # The CUDA libraries a framework's environment carries itself (pip's nvidia-* wheels, conda's lib/).
-_ENV_LIBRARIES = ("nvidia/*/lib/lib*.so*", "nvidia/cu*/lib/lib*.so*")
+_ENV_LIBRARIES = "nvidia/*/lib/lib*.so*"  # nvidia-cuda-runtime-cu12's nvidia/cuda_runtime/lib, CUDA 13's nvidia/cu13/lib
 
 
 def _mapped_libcuda():
@@ -128,7 +128,7 @@ def env_libraries():
     """The CUDA libraries this environment carries itself (sys.path's nvidia-* wheels, the prefix's lib/),
     by file name: what a library-path entry would shadow."""
     found = {}
-    places = [os.path.join(base, pattern) for base in sys.path if base for pattern in _ENV_LIBRARIES]
+    places = [os.path.join(base, _ENV_LIBRARIES) for base in sys.path if base]
     places.append(os.path.join(sys.prefix, "lib", "lib*.so*"))
     for place in places:
         for path in glob.glob(place):
