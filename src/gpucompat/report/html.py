@@ -25,7 +25,7 @@ from .. import __version__
 from ..model import PASS, UNTESTED
 from ..quoting import printable
 from .rows import display_row, is_surprise, seed_table, troubled_gpus
-from .site import _apart, _apart_cause, _is_gpu_class
+from .rows import apart_cause, apart_summary, is_gpu_class
 
 PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING", "UNTESTED"}
 
@@ -116,17 +116,17 @@ def _placed(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
     """The rows of real GPU classes and real stacks (the matrices), the verdicts reached off any GPU class (before any
     GPU), and the cells that could not be tested (each row's "apart": its cause, or None for a verdict or a pending cell).
 
-    A column is a real GPU class (site._is_gpu_class): not the stand-in target of a machine without a GPU, nor a target
+    A column is a real GPU class (rows.is_gpu_class): not the stand-in target of a machine without a GPU, nor a target
     whose every job that went past resolving found no GPU. A stack is a matrix row only where it has something besides
     cells that could not be tested (a verdict, or a cell still pending); inside a real class and stack such a cell keeps
     its mark. Off any class, a failure at a stage that needs a GPU (a NO_DEVICE stored before the cause no-gpu) is no-gpu."""
     by_column: dict[str, list[dict]] = {}
     for row in rows:
         by_column.setdefault(_column(row), []).append(row)
-    real = {column for column, mine in by_column.items() if _is_gpu_class((mine[0]["gpu"], mine[0]["cc"]), mine)}
+    real = {column for column, mine in by_column.items() if is_gpu_class((mine[0]["gpu"], mine[0]["cc"]), mine)}
     for row in rows:
         row["on_class"] = _column(row) in real
-        row["apart"] = _apart_cause(row, row["on_class"])
+        row["apart"] = apart_cause(row, row["on_class"])
     stacks = {_stack(r) for r in rows if r["apart"] is None}
     grid = [r for r in rows if r["on_class"] and _stack(r) in stacks]
     before = [r for r in rows if not r["on_class"] and r["apart"] is None and r["code"] != "PENDING"]
@@ -145,7 +145,7 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
     verdicts = [r for r in done if r["apart"] is None]
     valid = [r for r in verdicts if r["code"] == PASS]
     invalid = [r for r in verdicts if r["code"] != PASS]
-    untested = _apart(apart, len(apart))  # every cell that could not be tested, by cause, with its sentence and its own words
+    untested = apart_summary(apart, len(apart))  # every cell that could not be tested, by cause, with its sentence and its own words
     matrices = []
     for framework in sorted({r["framework"] for r in grid}):
         mine = [r for r in grid if r["framework"] == framework]

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from ..analysis import collapse_runs, shown_python, shown_version
-from ..model import PASS, UNTESTED
+from ..discover.local import NO_GPU
+from ..model import PASS, UNTESTED, UNTESTED_CAUSES
 from ..quoting import printable_values
 
 
@@ -133,3 +134,48 @@ def troubled_gpus(rows: list[dict]) -> dict[str, list[str]]:
             found.setdefault(row["cause"], {}).setdefault(where, 0)
             found[row["cause"]][where] += 1
     return {cause: [f"{where} ({count} cell{'s' if count > 1 else ''})" for where, count in gpus.items()] for cause, gpus in found.items()}
+
+
+# Which cells a view counts apart as could not be tested, and which targets are real GPU classes: one rule for the
+# HTML report and the static site (report --site).
+GPU_STAGES = ("device", "compute", "bench")  # the rungs that need a GPU to be there
+APART_SHOWN = 20  # the cells named under each cause that could not be tested; the rest are counted
+
+
+def is_gpu_class(gpu: tuple, rows: list[dict]) -> bool:
+    """A real GPU class: not the stand-in a sweep on a machine without a GPU runs on (discover/local.py's NO_GPU, which
+    has no compute capability), nor a target on which every cell that went past resolving its stack (which needs no GPU:
+    an unresolvable stack, a framework not installed here) found no GPU (cause no-gpu)."""
+    if gpu[0] == NO_GPU.name and not gpu[1]:
+        return False
+    reached = [r for r in rows if r["stage"] not in ("", "resolve")]  # a cell still pending has no stage
+    return not reached or not all(r["code"] == UNTESTED and r["cause"] == "no-gpu" for r in reached)
+
+
+def apart_cause(row: dict, on_class: bool) -> str | None:
+    """The cause under which a cell is counted apart, as could not be tested; None for a verdict, or a cell still pending.
+    Off a GPU class, a failure at a stage that needs a GPU (device, compute, bench: a NO_DEVICE stored before the cause
+    no-gpu existed) says nothing of the stack: no GPU was there to find (DESIGN.md, two causes before any stack verdict)."""
+    if row["code"] == UNTESTED:
+        return row["cause"] or ""
+    if not on_class and row["code"] not in (PASS, "PENDING") and row["stage"] in GPU_STAGES:
+        return "no-gpu"
+    return None
+
+
+def apart_summary(rows: list[dict], shown: int = APART_SHOWN) -> dict:
+    """The cells that could not be tested, counted apart from every verdict: how many, and by cause (most cells first),
+    each cause with its sentence and its first cells."""
+    by_cause: dict[str, list[dict]] = {}
+    for row in rows:
+        by_cause.setdefault(row["apart"], []).append(row)
+    causes = []
+    for cause, mine in sorted(by_cause.items(), key=lambda item: (-len(item[1]), item[0])):
+        sentence = UNTESTED_CAUSES.get(cause) or ("no cause was recorded" if not cause else "a cause this gpucompat does not know")
+        said = f"could not test: {sentence} ("
+        for row in mine[:shown]:  # each cell's own words, past the sentence its cause already says (analysis.untested's form)
+            reason = row["reason"]
+            row["detail"] = reason[len(said):-1] if reason.startswith(said) and reason.endswith(")") else reason
+        causes.append({"cause": cause or "unknown", "sentence": sentence, "count": len(mine), "cells": mine[:shown],
+                       "more": max(0, len(mine) - shown)})
+    return {"count": len(rows), "causes": causes}

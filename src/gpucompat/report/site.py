@@ -27,15 +27,12 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from .. import __version__
 from ..errors import UserError
 from ..analysis import shown_python, shown_version
-from ..discover.local import NO_GPU
-from ..model import PASS, UNTESTED, UNTESTED_CAUSES
+from ..model import PASS, UNTESTED
 from .bench import display as bench_display
-from .rows import display_row
+from .rows import apart_cause, apart_summary, display_row, is_gpu_class
 
 MARKER = ".gpucompat-site"  # in a directory the site wrote: its pages may be replaced
 STATUS = ("valid", "invalid", "untested", "pending")  # untested: could not be tested (UNTESTED, with a cause); pending: not run yet
-GPU_STAGES = ("device", "compute", "bench")  # the rungs that need a GPU to be there
-APART_SHOWN = 20  # the cells named under each cause that could not be tested; the rest are counted
 EVIDENCE_CHARS = 4000
 
 
@@ -122,45 +119,6 @@ def _counts(rows: list[dict]) -> dict:
     return {s: sum(1 for r in rows if r["status"] == s) for s in STATUS}
 
 
-def _is_gpu_class(gpu: tuple, rows: list[dict]) -> bool:
-    """A real GPU class: not the stand-in a sweep on a machine without a GPU runs on (discover/local.py's NO_GPU, which
-    has no compute capability), nor a target on which every cell that went past resolving its stack (which needs no GPU:
-    an unresolvable stack, a framework not installed here) found no GPU (cause no-gpu)."""
-    if gpu[0] == NO_GPU.name and not gpu[1]:
-        return False
-    reached = [r for r in rows if r["stage"] not in ("", "resolve")]  # a cell still pending has no stage
-    return not reached or not all(r["code"] == UNTESTED and r["cause"] == "no-gpu" for r in reached)
-
-
-def _apart_cause(row: dict, on_class: bool) -> str | None:
-    """The cause under which a cell is counted apart, as could not be tested; None for a verdict, or a cell still pending.
-    Off a GPU class, a failure at a stage that needs a GPU (device, compute, bench: a NO_DEVICE stored before the cause
-    no-gpu existed) says nothing of the stack: no GPU was there to find (DESIGN.md, two causes before any stack verdict)."""
-    if row["code"] == UNTESTED:
-        return row["cause"] or ""
-    if not on_class and row["code"] not in (PASS, "PENDING") and row["stage"] in GPU_STAGES:
-        return "no-gpu"
-    return None
-
-
-def _apart(rows: list[dict], shown: int = APART_SHOWN) -> dict:
-    """The cells that could not be tested, counted apart from every verdict: how many, and by cause (most cells first),
-    each cause with its sentence and its first cells."""
-    by_cause: dict[str, list[dict]] = {}
-    for row in rows:
-        by_cause.setdefault(row["apart"], []).append(row)
-    causes = []
-    for cause, mine in sorted(by_cause.items(), key=lambda item: (-len(item[1]), item[0])):
-        sentence = UNTESTED_CAUSES.get(cause) or ("no cause was recorded" if not cause else "a cause this gpucompat does not know")
-        said = f"could not test: {sentence} ("
-        for row in mine[:shown]:  # each cell's own words, past the sentence its cause already says (analysis.untested's form)
-            reason = row["reason"]
-            row["detail"] = reason[len(said):-1] if reason.startswith(said) and reason.endswith(")") else reason
-        causes.append({"cause": cause or "unknown", "sentence": sentence, "count": len(mine), "cells": mine[:shown],
-                       "more": max(0, len(mine) - shown)})
-    return {"count": len(rows), "causes": causes}
-
-
 def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None) -> dict:
     """Everything the pages show, from Store.result_rows(None) and bench.present()'s rows of Store.bench_rows(None).
 
@@ -173,11 +131,11 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
     by_class: dict[tuple, list[dict]] = {}
     for row in rows:
         by_class.setdefault((row["gpu"], row["cc"]), []).append(row)
-    real = {g for g, mine in by_class.items() if _is_gpu_class(g, mine)}
+    real = {g for g, mine in by_class.items() if is_gpu_class(g, mine)}
     apart, off, grid_rows = [], [], []  # could not test; a verdict off any GPU class; a cell on a real class
     for row in rows:
         on_class = (row["gpu"], row["cc"]) in real
-        row["apart"] = _apart_cause(row, on_class)
+        row["apart"] = apart_cause(row, on_class)
         row["on_class"] = on_class
         row["stack_key"] = _stack_key(row)
         if row["apart"] is not None:
@@ -231,7 +189,7 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         counts["untested"] = len(apart_by_stack.get(key, []))  # every cell of it that could not be tested, on a class or not
         stack_pages.append({"key": key, "label": label, "file": _slug("stack", label), "framework": key[0], "version": key[1],
                             "variant": key[2], "python": key[3], "env": key[4], "image": key[5], "rows": mine, "before": before,
-                            "counts": counts, "apart": _apart(apart_by_stack.get(key, [])), "figures": by_stack.get(key, []),
+                            "counts": counts, "apart": apart_summary(apart_by_stack.get(key, [])), "figures": by_stack.get(key, []),
                             "use": _how_to_use(key, [r for r in mine if r["status"] == "valid"], commands)})
         for r in mine + before + apart_by_stack.get(key, []):
             r["stack_page"] = stack_pages[-1]["file"]
@@ -255,13 +213,13 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         counts = _counts(here)
         counts["untested"] = len(apart_by_class.get(g, []))  # every cell on it that could not be tested, of a shown stack or not
         gpus.append({"name": g[0], "cc": g[1], "file": gpu_pages[g], "sections": sections, "counts": counts,
-                     "apart": _apart(apart_by_class.get(g, [])), "drivers": sorted({r["driver"] for r in here if r["driver"]})})
+                     "apart": apart_summary(apart_by_class.get(g, [])), "drivers": sorted({r["driver"] for r in here if r["driver"]})})
     shown = grid_rows + off
     counts = _counts(shown)
     counts["untested"] = len(apart)
     return {"title": title, "source": source, "sources": sorted({r.get("source") or "local" for r in rows}),
             "classes": [{"name": g[0], "cc": g[1], "file": gpu_pages[g]} for g in classes],
-            "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": counts, "apart": _apart(apart),
+            "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": counts, "apart": apart_summary(apart),
             "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__}
 
 
