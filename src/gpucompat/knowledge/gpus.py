@@ -104,22 +104,28 @@ def core(k: str) -> str:
 
 
 @cache
+def _pci_rows() -> tuple[dict, ...]:
+    """pci_gpus.csv, read once for the name index and the device IDs its sources name."""
+    path = DATA / "pci_gpus.csv"
+    if not path.exists():
+        return ()
+    with path.open(newline="", encoding="utf-8") as handle:
+        return tuple(csv.DictReader(handle))
+
+
+@cache
 def _pci_index() -> tuple[dict[str, dict], dict[str, dict]]:
     """(full key -> row, core key -> row); a core key shared by rows of different CC is left out."""
     full: dict[str, dict] = {}
     cores: dict[str, dict | None] = {}
-    path = DATA / "pci_gpus.csv"
-    if not path.exists():
-        return {}, {}
-    with path.open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            k = key(row["name"])
-            full.setdefault(k, row)
-            c = core(k)
-            if c in cores and (cores[c] is None or cores[c]["cc"] != row["cc"]):
-                cores[c] = None
-            else:
-                cores.setdefault(c, row)
+    for row in _pci_rows():
+        k = key(row["name"])
+        full.setdefault(k, row)
+        c = core(k)
+        if c in cores and (cores[c] is None or cores[c]["cc"] != row["cc"]):
+            cores[c] = None
+        else:
+            cores.setdefault(c, row)
     return full, {c: r for c, r in cores.items() if r is not None}
 
 
@@ -291,12 +297,9 @@ def _driver_devices() -> tuple[dict, tuple, dict]:
 def _pci_ids_by_name() -> dict[str, list[str]]:
     """plain pci.ids name -> device IDs (from pci_gpus.csv's sources: 'pci.ids ... 10de:2783 ...')."""
     found: dict[str, list[str]] = {}
-    path = DATA / "pci_gpus.csv"
-    if path.exists():
-        with path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                ids = found.setdefault(_plain(row["name"]), [])
-                ids += [i.upper() for i in _ID_IN_SOURCE.findall(row["source"]) if i.upper() not in ids]
+    for row in _pci_rows():
+        ids = found.setdefault(_plain(row["name"]), [])
+        ids += [i.upper() for i in _ID_IN_SOURCE.findall(row["source"]) if i.upper() not in ids]
     return found
 
 
