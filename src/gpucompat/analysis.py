@@ -300,7 +300,7 @@ def _container_refused(resolved: ResolvedStack, stderr: str, evidence: dict) -> 
     text = f"the container runtime did not start the probe: {found.meaning} ({line})"
     if found.code == Code.NO_DEVICE.value:  # the node's runtime gave the image no GPU: the node's doing, not the image's
         cause = "no-gpu" if "libnvidia-ml.so" in line else "env-fault"
-        return Outcome(UNTESTED, "device", f"could not test: {UNTESTED_CAUSES[cause]} ({text})", {**evidence, "cause": cause}, cause=cause)
+        return untested("device", cause, text, evidence)
     return Outcome(found.code, "device", text, evidence)
 
 
@@ -446,8 +446,7 @@ def _stopped_by_variable(facts: dict, judged: Outcome) -> Outcome:
         return judged
     variable = stopping.split("=", 1)[0]
     text = judged.summary if variable in judged.summary else f"{stopping} — {judged.summary}"
-    return Outcome(UNTESTED, judged.stage, f"could not test: {UNTESTED_CAUSES['env-fault']} ({text})",
-                   {**judged.evidence, "cause": "env-fault", "stack_would_be": judged.code}, cause="env-fault")
+    return untested(judged.stage, "env-fault", text, {**judged.evidence, "stack_would_be": judged.code})
 
 
 def _gpu_busy(facts: dict, stage: str, text: str, evidence: dict) -> Outcome | None:

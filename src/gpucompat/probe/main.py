@@ -4,14 +4,13 @@ processes that share the GPU.
 """
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import signal
 import time
 import warnings
-
-import importlib
 
 from .bench import Unsupported
 from .cuda_start import Starter, env_libraries, limits
