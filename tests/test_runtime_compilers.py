@@ -90,3 +90,26 @@ def test_cupy_ctk_is_read_from_the_spec_and_advised_where_it_brings_the_nvrtc_th
     assert answer["verdict"] == "pass" and answer["install"]["pip"] == "pip install 'cupy-cuda12x[ctk]==14.2.0'"
     advised = json.loads(run_cli("advise", "cupy", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "575.64.05", "--json", check=0).stdout)
     assert [(p["version"], p["variant"]) for p in advised["predicted"]][:1] == [("14.2.0", "cuda12x[ctk]")]
+
+
+def _tensorflow(release, variant, cc, driver="580.65.06"):
+    reasons, _ = rules._tensorflow(release, variant, cc, driver, None, None)
+    return {r.rule: r for r in reasons}
+
+
+def test_tensorflow_xla_names_the_ptxas_its_and_cuda_extra_pins():
+    # tensorflow[and-cuda] 2.18/2.19 pin nvidia-cuda-nvcc-cu12==12.5.82, whose ptxas stops at sm_90 (measured):
+    # TF's own kernels run by PTX JIT, XLA falls back to the driver, so a warning on a pass, naming the version
+    xla = _tensorflow("2.19.0", "and-cuda", "12.0")["run-time compiler (XLA ptxas)"]
+    assert xla.verdict == PASS and "12.5.82" in xla.text and "does not know sm_120" in xla.text
+    assert xla.warning and "jit_compile" in xla.warning
+    # 2.20 on allows any 12.x from 12.5.82: pip installs 12.9.86, whose ptxas knows sm_120
+    newer = _tensorflow("2.20.0", "and-cuda", "12.0")["run-time compiler (XLA ptxas)"]
+    assert newer.verdict == PASS and "12.9.86 knows sm_120" in newer.text and not newer.warning
+    # 2.14 pins the CUDA 11.8 ptxas (nvidia-cuda-nvcc-cu11==11.8.89)
+    assert "11.8.89" in _tensorflow("2.14.0", "and-cuda", "12.0")["run-time compiler (XLA ptxas)"].text
+
+
+def test_tensorflow_xla_rule_is_silent_where_it_adds_nothing():
+    assert "run-time compiler (XLA ptxas)" not in _tensorflow("2.19.0", "and-cuda", "9.0")  # SASS sm_90, ptxas knows it
+    assert "run-time compiler (XLA ptxas)" not in _tensorflow("2.19.0", "", "12.0")  # plain tensorflow: the system's CUDA

@@ -206,6 +206,9 @@ def _tensorflow(release: str, variant: str, cc: str, driver: str | None, python:
         reasons.append(arch_rule(cc, sass, ptx, build["source"], cuda, driver))
     else:
         reasons.append(toolkit_window_rule(cuda, cc))
+    compiler = _tensorflow_xla_rule(release, variant, cc, sass) if reasons[-1].verdict == PASS else None
+    if compiler is not None:
+        reasons.append(compiler)
     return reasons, {"cuda_runtime": cuda, "cudnn": build["cudnn"], "sass": sass or None, "ptx": ptx or None}
 
 
@@ -263,18 +266,50 @@ def _knows(row: dict, major: int, minor: int) -> bool:
     return f"sm_{major}{minor}" in row["sm"].split(";")
 
 
+def _ptxas_pin(framework: str, variant: str, release: str) -> tuple[dict, str, str, dict, dict] | None:
+    """The ptxas a build's pip requirements bring: (pin row, package, oldest version allowed, targets of that oldest,
+    targets of the version pip installs today). A pin is `pkg==V` (TensorFlow) or `pkg>=V[,<W]` (JAX)."""
+    pin = _compiler_pin(framework, variant, release)
+    found = pin and re.fullmatch(r"\s*([A-Za-z0-9_.-]+?)\s*(?:==|>=)\s*([0-9.]+)\s*(?:,\s*<\s*[0-9.]+\s*)?", pin["requirement"])
+    if not found:
+        return None
+    package, floor = found.groups()
+    lowest, given = _compiler_targets("ptxas", floor, package), _compiler_targets("ptxas", pin["resolves_to"], package)
+    return (pin, package, floor, lowest, given) if lowest and given else None
+
+
+def _tensorflow_xla_rule(release: str, variant: str, cc: str | None, sass: list[str]) -> Reason | None:
+    """TensorFlow's own kernels are precompiled (the architecture rule judges them); only XLA, for
+    tf.function(jit_compile=True), compiles as it runs, with the ptxas that tensorflow[and-cuda] pins. Where that
+    ptxas does not know the GPU, TensorFlow's XLA falls back to the driver's JIT (tensorflow#43888), so it is a
+    warning on a pass, naming the compiler, never a failure. None where it has nothing to add."""
+    found = _ptxas_pin("tensorflow", variant, release) if cc else None
+    if found is None:
+        return None
+    pin, package, floor, lowest, given = found
+    major, minor = (int(p) for p in cc.split("."))
+    covered = any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in sass))
+    if covered and _knows(lowest, major, minor):
+        return None
+    sm, name = f"sm_{major}{minor}", "run-time compiler (XLA ptxas)"
+    said = (f"TensorFlow's XLA (tf.function(jit_compile=True)) compiles for {sm} as it runs, with the ptxas of {package} "
+            f"(tensorflow[and-cuda] {release} requires {pin['requirement']}, pip installs {pin['resolves_to']})")
+    source = f"{pin['source']} ; {given['source']} ; https://github.com/tensorflow/tensorflow/pull/43888"
+    if _knows(given, major, minor):
+        return Reason(name, PASS, f"{said}: ptxas {pin['resolves_to']} knows {sm}", source)
+    return Reason(name, PASS, f"{said}: ptxas {pin['resolves_to']} does not know {sm}; TensorFlow's own kernels do not need it",
+                  source, warning=f"XLA-compiled functions (jit_compile=True) fall back to the driver's PTX JIT on {sm} "
+                  f"(ptxas {pin['resolves_to']} does not know it): slower first compiles, not measured here")
+
+
 def _jax_ptxas_rule(release: str, variant: str, cc: str | None, sass: list[str] | None) -> Reason | None:
     """XLA compiles JAX's kernels as it runs, with the ptxas of the nvidia-cuda-nvcc wheel the plugin requires: that
     ptxas must know the GPU's architecture, whatever the driver could JIT (arch-specific sm_XYa PTX never carries over).
     None where it has nothing to add (the plugin's SASS covers the GPU and even the lowest ptxas allowed knows it)."""
-    pin = _compiler_pin("jax", variant, release)
-    found = pin and re.fullmatch(r"\s*([A-Za-z0-9_.-]+?)\s*>=\s*([0-9.]+)\s*", pin["requirement"])
-    if cc is None or not found:
+    found = _ptxas_pin("jax", variant, release) if cc else None
+    if found is None:
         return None
-    package, floor = found.groups()
-    lowest, given = _compiler_targets("ptxas", floor, package), _compiler_targets("ptxas", pin["resolves_to"], package)
-    if lowest is None or given is None:
-        return None
+    pin, package, floor, lowest, given = found
     major, minor = (int(p) for p in cc.split("."))
     oldest = min((p[1], p[2]) for p in (_arch(s) for s in given["sm"].split(";")) if p)
     if (major, minor) < oldest:  # older than every target: the build's own minimum says so first
