@@ -223,3 +223,27 @@ def test_the_architectures_a_driver_does_not_drive_come_from_the_table():
                                                      "Maxwell (last R580)", "Pascal (last R580)", "Volta (last R580)"]
     assert "Blackwell (from R570)" in architectures_not_driven("550.54.15") and "Maxwell (last R580)" not in architectures_not_driven("550.54.15")
     assert architectures_not_driven(None) == []
+
+
+def test_doctor_names_the_pci_device_a_loaded_driver_does_not_list(tmp_path, monkeypatch):
+    """A driver that lists no GPU: the NVIDIA devices on the PCI bus (sysfs, read with no driver), each judged against
+    that release's list of compatible GPUs (driver_devices.csv), before any architecture-wide guess."""
+    from gpucompat import doctor
+    from gpucompat.discover import local
+
+    for address, vendor, kind, device in [("0000:3b:00.0", "0x10de", "0x030000", "0x2783"),  # RTX 4070 SUPER
+                                          ("0000:3b:00.1", "0x10de", "0x040300", "0x22bc"),  # its audio function
+                                          ("0000:00:02.0", "0x8086", "0x030000", "0x4680")]:  # an Intel iGPU
+        folder = tmp_path / address
+        folder.mkdir()
+        for name, value in (("vendor", vendor), ("class", kind), ("device", device)):
+            (folder / name).write_text(value + "\n")
+    found = local.pci_nvidia_gpus(str(tmp_path))
+    assert found == [("0000:3b:00.0", "2783")]
+    assert local.pci_nvidia_gpus(str(tmp_path / "absent")) == []
+    monkeypatch.setattr(local, "pci_nvidia_gpus", lambda: found)
+    said = doctor._unlisted("535.183.01")  # no R535 release names the 4070 SUPER: 550.40.x is the first
+    assert "10de:2783" in said and "does not drive" in said and "first listed in 550.40" in said and "SUPER" in said
+    assert "lists" in doctor._unlisted("550.54.14") and "NVRM" in doctor._unlisted("550.54.14")
+    monkeypatch.setattr(local, "pci_nvidia_gpus", lambda: [])
+    assert "Blackwell (from R570)" in doctor._unlisted("550.54.15")  # no device seen: the architectures, as before

@@ -26,7 +26,7 @@ from . import cuda_start, env_cache, gpu_state
 from .discover import local
 from .envs import container
 from .envs.current import installed
-from .knowledge import tables
+from .knowledge import gpus as gpus_table, tables
 from .knowledge.variables import loading_findings
 from .knowledge.rules import FAIL, architectures_not_driven, driver_drives_rule, predict_stack, suggest_fix
 from .model import FRAMEWORKS
@@ -127,10 +127,7 @@ def doctor() -> dict:
         summary = "no NVIDIA GPU here: no driver (no NVML, no nvidia-smi, no /proc/driver/nvidia/version)"
         next_step = NO_GPU_NEXT_STEP
     elif not gpus:
-        undriven = architectures_not_driven(driver)
-        summary = f"driver {driver} is loaded but lists no GPU" + (
-            f"; a driver ignores a GPU its branch does not drive, and this one does not drive {', '.join(undriven)}: "
-            "dmesg says 'NVRM: ... will ignore this GPU'" if undriven else "")
+        summary = f"driver {driver} is loaded but lists no GPU; " + _unlisted(driver)
     elif not seen["gpus"] and not seen["mig"]:
         summary = f"{len(gpus)} GPU(s) present, none visible: CUDA_VISIBLE_DEVICES={seen['value']!r} ({seen['note']})"
     elif blocked:
@@ -162,6 +159,28 @@ def doctor() -> dict:
         "container_runtimes": container.runtimes_here(),  # what env = "container" stacks can run with here
         "env_cache": env_cache.summary(listing=False),  # the environments kept here: size, hard links, uv's cache beside them
     }
+
+
+def _unlisted(driver: str) -> str:
+    """Why a loaded driver lists no GPU: per NVIDIA PCI device present, whether this release's list of compatible GPUs
+    names it (driver_devices.csv); without such a device, the architectures this branch does not drive."""
+    said = []
+    for address, device in local.pci_nvidia_gpus():
+        answer, _confidence, read = gpus_table.driver_lists(device, driver)
+        name = (gpus_table.device_names(device) or ["an NVIDIA GPU"])[0]
+        began = gpus_table.first_listing(device)
+        if answer == "no":
+            said.append(f"PCI {address} is 10de:{device} ({name}), which driver {driver} does not drive: it is not in {read}"
+                        + (f" (first listed in {began['first']})" if began else ""))
+        elif answer == "yes":
+            said.append(f"PCI {address} is 10de:{device} ({name}), which driver {driver} lists ({read}), so dmesg's NVRM lines say why it did not bind")
+        else:
+            said.append(f"PCI {address} is 10de:{device} ({name}); whether driver {driver} drives it is not known ({read})")
+    if said:
+        return "; ".join(said)
+    undriven = architectures_not_driven(driver)
+    return (f"a driver ignores a GPU its branch does not drive, and this one does not drive {', '.join(undriven)}: "
+            "dmesg says 'NVRM: ... will ignore this GPU'" if undriven else "no NVIDIA GPU is on the PCI bus (/sys/bus/pci/devices)")
 
 
 def _cuda_start() -> dict:

@@ -253,6 +253,28 @@ def visible(gpus: list[Gpu], cuda_visible_devices: str | None) -> list[Gpu]:
     return chosen
 
 
+PCI_DEVICES = "/sys/bus/pci/devices"
+
+
+def pci_nvidia_gpus(root: str = PCI_DEVICES) -> list[tuple[str, str]]:
+    """(PCI address, device ID) of each NVIDIA display or 3D controller the kernel sees, bound to a driver or not:
+    what is there when a loaded driver lists no GPU ('0000:3b:00.0', '2b85'). Read from sysfs, so no driver is needed."""
+    found = []
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for address in entries:
+        try:
+            with open(os.path.join(root, address, "vendor")) as vendor, open(os.path.join(root, address, "class")) as kind, \
+                    open(os.path.join(root, address, "device")) as device:
+                if vendor.read().strip().lower() == "0x10de" and kind.read().strip().lower()[:6] in ("0x0300", "0x0302"):
+                    found.append((address, device.read().strip().lower().removeprefix("0x")))
+        except OSError:
+            continue
+    return found
+
+
 def all_gpus() -> tuple[list[Gpu], str]:
     """Every GPU the driver knows, and where that was read from."""
     gpus = _nvml_gpus()
