@@ -252,3 +252,17 @@ def test_jax_crashing_while_another_process_holds_the_gpus_memory_is_gpu_busy():
     assert (outcome.code, outcome.cause) == ("UNTESTED", "gpu-busy") and "pid 2757 (python3, 78.2 GiB)" in outcome.summary
     facts["gpu_state"]["before"]["processes"] = []  # alone on the GPU, the same crash is the stack's
     assert verdict(facts, framework="jax", returncode=-11, signal=11).code == "CRASHED"
+
+
+def test_the_generic_cuinit_sentence_never_looks_at_this_machines_directories(tmp_path):
+    """A job's recorded LD_LIBRARY_PATH is judged by the libraries the job recorded, not by what the same path holds on
+    the machine that classifies the result (gpucompat's own, after the job)."""
+    here = tmp_path / "lib"
+    here.mkdir()
+    (here / "libcuda.so.1").write_text("")  # on this machine only
+    facts = recorded({"init": 999, "init_name": "CUDA_ERROR_UNKNOWN",
+                      "libcuda": [{"path": f"/usr/lib64/libcuda.so.{MODULE}", "version": MODULE}]},
+                     cuda_env={"LD_LIBRARY_PATH": str(here), "CUDA_FORCE_PTX_JIT": "0"})
+    outcome = verdict(facts)
+    assert outcome.cause == "env-fault" and "cuInit failed in this job's process with CUDA_ERROR_UNKNOWN" in outcome.summary
+    assert str(here) not in outcome.summary and "LD_LIBRARY_PATH" not in outcome.summary

@@ -143,7 +143,7 @@ def stopping_variable(facts: dict | None) -> str | None:
     env = {k: v for k, v in user_env(facts).items() if k in STOPPING_VARIABLES}
     if facts.get("framework") != "jax":
         env.pop("JAX_PLATFORMS", None)
-    for finding in loading_findings(env):
+    for finding in loading_findings(env, here=False):
         return f"{finding['variable']}={finding['value'][:200]!r} in the job's environment: {finding['text']}; unset it, then test again"
     return None
 
@@ -203,7 +203,7 @@ def env_fault(facts: dict | None) -> str | None:
         return ("CUDA started but counts no GPU in this job's process, although NVML lists "
                 f"{len(gpu_state.state(facts).get('gpus') or [])} here" + (
                     "" if pinned(facts, "CUDA_VISIBLE_DEVICES") else "; check the job's CUDA_VISIBLE_DEVICES"))
-    found = [f"{f['variable']}={f['value'][:120]!r}" for f in loading_findings(env)]
+    found = [f"{f['variable']}={f['value'][:120]!r}" for f in loading_findings(env, here=False)]
     return (f"cuInit failed in this job's process with {start.get('init_name')} before any framework ran, so no stack can run here"
             + (f"; the job's environment sets {', '.join(found)}" if found else "")
             + (f"; the kernel module is {start['kernel_module']}" if start.get("kernel_module") else ""))

@@ -60,12 +60,14 @@ def _cuda_library_dirs(value: str) -> list[str]:
     return found
 
 
-def loading_findings(env: dict) -> list[dict]:
+def loading_findings(env: dict, here: bool = True) -> list[dict]:
     """Each variable of LOADING_VARIABLES that is set in `env` in a way that matters:
-    {variable, value, text, source}."""
+    {variable, value, text, source}. A library path matters by what its directories hold, which can be looked at
+    only on the machine whose environment it is: with here=False (a job's recorded environment, judged elsewhere)
+    it is left out, its effect judged from the libraries the job recorded."""
     findings = []
     for name, when, text, source in LOADING_VARIABLES:
-        if name not in env:
+        if name not in env or (when == "lib-dirs" and not here):
             continue
         value = env[name]
         if when == "1":
