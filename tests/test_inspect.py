@@ -38,6 +38,9 @@ ARCH_SETS = {
     "compressed": ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=[sm_86,compute_86]", "-Xfatbin", "-compress-all"],
     "blackwell": ["-gencode", "arch=compute_100f,code=sm_100f", "-gencode", "arch=compute_103a,code=sm_103a",
                   "-gencode", "arch=compute_120a,code=sm_120a", "-gencode", "arch=compute_80,code=compute_80"],
+    # PTX that is not forward compatible: arch-specific (only CC 9.0) and family-specific (CC 11.x)
+    "specific_ptx": ["-gencode", "arch=compute_90a,code=compute_90a", "-gencode", "arch=compute_110f,code=[sm_110f,compute_110f]",
+                     "-gencode", "arch=compute_80,code=compute_80"],
 }
 
 
@@ -73,7 +76,7 @@ def test_inspect_agrees_with_cuobjdump(libraries, name):
 
 def test_directory_wheel_and_cli(libraries, tmp_path):
     directory = inspect(str(libraries["plain"].parent))
-    assert {"sm_75", "sm_80", "sm_90a", "sm_103a"} <= set(directory["sass"]) and len(directory["files"]) == 3
+    assert {"sm_75", "sm_80", "sm_90a", "sm_103a"} <= set(directory["sass"]) and len(directory["files"]) == len(ARCH_SETS)
     wheel = tmp_path / "fake_cuda_pkg-1.0-py3-none-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.write(libraries["compressed"], "fake_cuda_pkg/lib/libkernels.so")
@@ -82,6 +85,8 @@ def test_directory_wheel_and_cli(libraries, tmp_path):
     assert from_wheel["sass"] == ["sm_80", "sm_86"] and from_wheel["ptx"] == ["compute_86"]
     data = json.loads(run_cli("inspect", str(libraries["blackwell"]), "--json", check=0).stdout)
     assert data["sass"] == ["sm_100", "sm_103a", "sm_120a"] and data["ptx"] == ["compute_80"]
+    specific = inspect(str(libraries["specific_ptx"]))  # compute_90a must not read as compute_90, which every later GPU could JIT
+    assert specific["sass"] == ["sm_110"] and specific["ptx"] == ["compute_80", "compute_90a", "compute_110f"]
 
 
 def test_no_kernels_and_bad_targets(tmp_path):
@@ -105,6 +110,7 @@ import struct  # noqa: E402
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 from gpucompat.knowledge.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, inspect_bytes  # noqa: E402
+from gpucompat.probe.fatbin import FAMILY_SPECIFIC  # noqa: E402
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -142,6 +148,14 @@ HOT = [0x28, 0x3A, 0x3C, 0x3E, SYNTHETIC.index(b"\x50\xed\x55\xba"), len(SYNTHET
 def test_a_synthetic_elf_is_read_like_nvcc_output():
     found = inspect_bytes(SYNTHETIC)
     assert (found.sass, found.ptx, found.ptx_isa, found.entries) == ({"sm_80", "sm_90a"}, {"compute_86"}, {"9.0"}, 3)
+
+
+def test_arch_and_family_specific_ptx_keep_their_suffix():
+    """Flags as nvcc 13.0 writes them: PTX compute_90a (0x108011), compute_110f (0x208011); SASS sm_110f reads as sm_110."""
+    found = inspect_bytes(synthetic_elf(fatbin_entry(KIND_PTX, 90, code_version=9 << 16, flags=ARCH_SPECIFIC)
+                                        + fatbin_entry(KIND_PTX, 110, code_version=9 << 16, flags=FAMILY_SPECIFIC)
+                                        + fatbin_entry(KIND_ELF, 110, flags=FAMILY_SPECIFIC)))
+    assert (found.sass, found.ptx) == ({"sm_110"}, {"compute_90a", "compute_110f"})
 
 
 def result_or_user_error(data: bytes, where: Path) -> None:

@@ -6,7 +6,8 @@ Read the ELF section headers, take the `.nv_fatbin` section, and walk its fat-bi
 padded to 8 bytes). Only entry headers are read, so compressed payloads (zstd or the older scheme)
 cost nothing. Per entry: kind (1 PTX, 2 ELF/SASS), the SM number, the code version (for PTX, the
 PTX ISA version, which names the toolkit that made it) and flags (0x100000: arch-specific
-`sm_XYa`). Layout checked against cuobjdump --list-elf/--list-ptx on binaries built by nvcc 13
+`sm_XYa` / `compute_XYa`; 0x200000: family-specific, kept for PTX as `compute_XYf`, while family SASS reads as
+plain `sm_XY`, as cuobjdump lists it and as it runs). Layout checked against cuobjdump --list-elf/--list-ptx on binaries built by nvcc 13
 (tests/test_inspect.py). The probe reads a CUDA library it mapped with it (the library rung);
 gpucompat's `inspect` (knowledge/fatbin.py) reads wheels and directories with it.
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
 KIND_PTX, KIND_ELF, KIND_ELF_ALT = 1, 2, 0x10
 ARCH_SPECIFIC = 0x100000
+FAMILY_SPECIFIC = 0x200000
 _ENTRY = struct.Struct("<HHIIIIIII")  # kind, ?, header size, padded payload size, ?, payload size, ?, code version, sm
 
 
@@ -163,7 +165,9 @@ def count_entry(found: Archs, fields) -> int | None:
     flags, = _FLAGS.unpack_from(fields, 0x28)
     found.entries += 1
     if kind == KIND_PTX:
-        found.ptx.add(f"compute_{sm}")
+        # arch-specific PTX (compute_90a) JIT-compiles for that CC alone, family PTX (compute_110f) within its
+        # major: the suffix must stay, or the PTX would read as forward compatible (cuobjdump: sm_90a.ptx, sm_110f.ptx)
+        found.ptx.add(f"compute_{sm}{'a' if flags & ARCH_SPECIFIC else 'f' if flags & FAMILY_SPECIFIC else ''}")
         found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
     elif kind in (KIND_ELF, KIND_ELF_ALT):
         found.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
