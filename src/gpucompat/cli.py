@@ -550,6 +550,8 @@ def advise(
     cc: Optional[str] = typer.Option(None, help="Compute capability, e.g. 8.0."),
     driver: Optional[str] = typer.Option(None, help="NVIDIA driver version, e.g. 535.104.05 (default: this machine's)."),
     python: Optional[str] = typer.Option(None, help="Python version X.Y."),
+    pool: Optional[str] = typer.Option(None, "--pool", help="Advise for every GPU class of a site: slurm, htcondor, kubernetes (discovered "
+                                       "as a sweep does) or a plan file's targets: the newest release that runs on all, and per class."),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     explain_left_out: bool = typer.Option(False, "--explain", help="Also list the candidates left out, each with why."),
@@ -565,6 +567,8 @@ def advise(
         raise UserError(f"--format {fmt[:20]!r}: write table or conda.")
     if bool(name) == bool(framework) and name != framework:
         raise UserError("give the framework once: advise torch, or advise --framework torch.")
+    if pool is not None:
+        return _advise_pool(name or framework, pool, gpu, cc, driver, python, db, json_out, fmt)
     asked = read_advice(name or framework, gpu, cc, driver, python)  # read once; the store is asked only after
     result = advise_for(asked, [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=asked.framework)])
     if fmt == "conda":
@@ -577,6 +581,33 @@ def advise(
 
     for item in advise_view(result, explain_left_out):
         out.print(item, crop=False)  # install commands are never cut: in the table when they fit, else whole lines below it
+
+
+def _advise_pool(name: str | None, pool: str, gpu: str | None, cc: str | None, driver: str | None, python: str | None,
+                 db: str | None, json_out: bool, fmt: str) -> None:
+    """advise --pool: the pool's classes as explain --pool reads them, then the store, then the answer."""
+    from .answers.advise_pool import advise_pool
+    from .answers.asked import pool_targets, read_python
+    from .answers.questions import framework_name
+    from .report.rows import display_row
+    from .store import Store
+
+    if gpu or cc:
+        raise UserError("--pool advises for the pool's own GPU classes: give it without --gpu or --cc.")
+    if fmt != "table":
+        raise UserError("--format conda writes one environment for one GPU: give it without --pool.")
+    framework, _variant, notes = framework_name(name)
+    python, python_from, python_notes = read_python(python, elsewhere=True)
+    executor, targets, origin = pool_targets(pool)
+    rows = [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=framework)]
+    result = advise_pool(framework, executor, targets, origin, driver, python, python_from, tuple(notes + python_notes), rows)
+    if json_out:
+        _print_json(result)
+        return
+    from .report.answers import advise_pool_view
+
+    for item in advise_pool_view(result):
+        out.print(item, crop=False)
 
 
 @app.command()

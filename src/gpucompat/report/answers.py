@@ -274,6 +274,50 @@ def advise_view(result: dict, left_out: bool = False) -> list:
     return out
 
 
+def advise_pool_view(result: dict) -> list:
+    """`advise --pool`: the release for the whole site (or the one that runs on most classes), then per class the newest
+    observed and predicted, each with its install line and the scheduler request that selects the class."""
+    site, classes, framework = result["site"], result["classes"], result["framework"]
+    out: list = [*_notes(result["notes"]), Text(f"{framework} for the {len(classes)} GPU class{'es' if len(classes) != 1 else ''} of {result['origin']}")]
+    if site is None:
+        out.append(Text(f"No {framework} release the knowledge holds is predicted to run on any class of the pool."))
+    else:
+        spec = f"{framework}=={site['version']}" + (f" ({site['variant']})" if site["variant"] not in ("default", "") else "")
+        seen = f"; observed on {', '.join(site['observed_on'])}" if site["observed_on"] else "; predicted, not observed"
+        python = f", Python {site['python']}" if site.get("python") else ""
+        if site["everywhere"]:
+            needs = f", where the system has {site['needs']['text']}" if site.get("needs") else ""
+            out.append(Text.assemble("For the whole site: ", (spec, VERDICT_STYLE[site["verdict"]]), f" runs on every class{needs}{python}{seen}"))
+        else:
+            out.append(Text.assemble("No release runs on every class. The most classes: ", (spec, "yellow"),
+                                     f" runs on {len(site['runs_on'])} of {len(classes)} ({', '.join(site['runs_on'])}), not on "
+                                     f"{', '.join(site['left_out'])}{python}{seen}"))
+        out.append(WholeLine(site["install"]))
+    out.append(Text("Per class (observed first, predicted second):"))
+    for c in classes:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(overflow="fold")
+        head = f"{c['name'] or 'CC ' + str(c['cc'])} (CC {c['cc']}), driver {c['driver']}" + (
+            "" if c["driver_from"] == "its own" else f" ({c['driver_from']})") + f", {c['count']} GPU(s)"
+        grid.add_row(Text(head))
+        lines: list = [Padding(grid, (0, 0, 0, 2))]
+        for label, item in (("observed", c["observed"]), ("predicted", c["predicted"])):
+            if item and item.get("install"):
+                where = f" (sweep {item['sweep']})" if item.get("sweep") else ""
+                lines += [Padding(Text(f"{label}: {framework}=={item['version']} {item['variant']}{where}"), (0, 0, 0, 4)),
+                          WholeLine(item["install"], 6)]
+        if c["empty"]:
+            lines.append(Padding(Text(c["empty"]), (0, 0, 0, 4)))
+        if c["request"] and (c["observed"] or c["predicted"]):
+            lines.append(Padding(Text("select it with:"), (0, 0, 0, 4)))
+            lines += [WholeLine(line, 6) for line in c["request"].splitlines()]
+        out += lines
+    for u in result["unjudged"]:
+        out.append(Text(f"  {u['name'] or '?'}: not judged, {u['why']}"))
+    out.append(Text(result["note"], style="dim"))
+    return out
+
+
 def view(result: dict, full_sources: bool = False, wide: bool = False) -> list:
     """What to print for an answer of `answers.explain.answer`, by its mode."""
     if result["mode"] == "pool":
