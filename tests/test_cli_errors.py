@@ -106,3 +106,22 @@ def test_a_gpu_name_far_from_every_known_one_is_still_answered_uncertain(isolate
 
     proc = run_cli("explain", "torch==2.4.1", "--gpu", "NVIDIA Foo 9000", "--driver", "550.54.15", "--python", "3.11", "--json", check=0)
     assert json.loads(proc.stdout)["verdict"] == "uncertain"
+
+
+def test_a_reader_that_closed_the_pipe_ends_the_output_quietly_with_the_usual_exit_code():
+    """`gpucompat explain ... --json | head -c 5`: head has gone before gpucompat writes; the answer's exit code
+    stands (0 pass, 1 fail with --exit-code), with no 'internal error' and no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    for spec, code in (("torch==2.4.1", 0), ("torch==1.12.1", 1)):  # 1.12.1: no sm_90 and no PTX that runs there
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first byte
+        try:
+            proc = subprocess.run([sys.executable, "-m", "gpucompat", "explain", spec, "--gpu", "H100", "--driver", "550.54.14",
+                                   "--python", "3.10", "--json", "--exit-code"], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+        finally:
+            os.close(write)
+        assert proc.returncode == code, proc.stderr
+        assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr

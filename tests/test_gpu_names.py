@@ -238,3 +238,12 @@ def test_no_nvidia_name_the_tables_hold_is_taken_for_another_vendors():
     assert len(names) > 700
     assert [n for n in names if gpus.other_vendor(n)] == []
     assert gpus.other_vendor("NVIDIA GeForce RTX 2080 with Max-Q Design") is None
+
+
+def test_letters_typed_for_digits_get_did_you_mean():
+    from gpucompat.knowledge.gpus import suggestions
+
+    assert suggestions("A1OO") == ["NVIDIA A100"]
+    assert suggestions("RTX 4O9O") == ["GeForce RTX 4090"]
+    assert suggestions("H1OO") == ["NVIDIA H100"]
+    assert suggestions("TITAN Xp") == [] or "TITAN" in suggestions("TITAN Xp")[0]  # a word with no digit is left as typed

@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import typer
 
-from .cli_console import LazyConsole, escape, out_width
+from .cli_console import LazyConsole, QuietPipe, escape, out_width
 from .cli_envs import register as register_envs
 from .cli_knowledge import register as register_knowledge
 from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
@@ -728,4 +728,6 @@ def _unwrap_help(typer_app: typer.Typer) -> None:
 
 def main() -> None:
     _unwrap_help(app)
+    if not isinstance(sys.stdout, QuietPipe):
+        sys.stdout = QuietPipe(sys.stdout)  # a reader that closes the pipe early ends the output, not the command
     app()

@@ -44,3 +44,35 @@ def escape(text: str) -> str:
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
+
+
+class QuietPipe:
+    """Standard output that a closed reader (`gpucompat explain ... --json | head -c 5`) does not turn into an error:
+    the first write the pipe refuses points the file descriptor at /dev/null, so the rest of the output, and the
+    interpreter's flush at exit, go nowhere, and the command ends with the exit code it would have had."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

@@ -232,6 +232,9 @@ def suggestions(name: str, n: int = 3) -> list[str]:
     distance (difflib's ratio >= 0.8: 'RTX 4909' -> 'GeForce RTX 4090')."""
     import difflib
 
+    misread = _digits_misread(name)
+    if misread != name and (row := lookup(misread)) is not None:  # 'A1OO' -> A100: letters typed for digits
+        return [row["name"]]
     known = _known_names()
     typed = _plain(_DIGITS_THEN_LETTERS.sub(" ", _LETTERS_THEN_DIGITS.sub(" ", name)))
     if not typed or typed in known:  # a name the tables hold that names chips of different CC: no typo to correct
@@ -239,6 +242,16 @@ def suggestions(name: str, n: int = 3) -> list[str]:
     holding = sorted((k for k in known if f" {typed} " in f" {k} "), key=len)
     close = difflib.get_close_matches(typed, list(known), n=n, cutoff=0.8)
     return [known[k] for k in dict.fromkeys(holding + close)][:n]
+
+
+_MISREAD = str.maketrans({"O": "0", "o": "0", "I": "1", "l": "1"})
+
+
+def _digits_misread(name: str) -> str:
+    """A name with the letters people type for digits read as digits, in the words that hold a digit: 'A1OO' -> 'A100',
+    'RTX 4O9O' -> 'RTX 4090', 'H1OO' -> 'H100' (a word with no digit, 'TITAN' or 'Tesla', is left as it is)."""
+    return re.sub(r"[A-Za-z0-9]+", lambda m: m.group(0).translate(_MISREAD) if any(c.isdigit() for c in m.group(0))
+                  else m.group(0), name)
 
 
 # Names of GPUs that are not NVIDIA's, as their vendors and drivers (rocm-smi, xpu-smi, hl-smi) write them.
