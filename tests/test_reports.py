@@ -165,3 +165,34 @@ def test_untested_cells_are_no_fact_for_diff_history_or_advise(tmp_path):
     listed = json.loads(run_cli("results", "--list", "--json", "--db", url, check=0).stdout)
     assert [s["untested"] for s in listed] == [0, 1]
     assert store.retry_untested(second) == 1 and len(store.cells_of(second, pending_only=True)) == 1
+
+
+def test_the_grouped_view_keeps_pythons_apart_where_a_versions_cells_differ_by_python(tmp_path):
+    """torch 2.4.1 passing on Python 3.12 and unresolvable on 3.13 (no cp313 wheel) is not 'invalid everywhere': the
+    grouped tables get a Python column (Markdown and HTML: the version says its Python); a sweep of one Python does not."""
+    from gpucompat.model import Outcome, ResolvedStack, Stack, Target
+    from gpucompat.store import Store
+
+    url = f"sqlite:///{tmp_path / 'py.db'}"
+    store = Store(url)
+    resolved = [ResolvedStack(Stack("torch", "2.4.1", "default", "3.12", "uv"), True, cuda_runtime="12.1"),
+                ResolvedStack(Stack("torch", "2.4.1", "default", "3.13", "uv"), False, cause="no cp313 wheel")]
+    sweep = store.create_sweep("pythons", "sweep", "", None, {}, [Target("NVIDIA A100-SXM4-80GB", "8.0", "550.54.14", count=1)], resolved,
+                               lambda r, t: {"verdict": "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []})
+    outcomes = {"3.12": Outcome("PASS", "compute", "ran"), "3.13": Outcome("ENV_UNRESOLVABLE", "resolve", "no wheels with a matching Python ABI tag (cp313)")}
+    for cell in store.cells_of(sweep):
+        store.record_result(cell.id, outcomes[cell.stack.python], None)
+    table = run_cli("results", "--db", url, env={"COLUMNS": "200"}, check=0).stdout
+    header = next(line for line in table.splitlines() if "Failure (stage)" in line)
+    assert "Python" in header
+    invalid = table.split("Invalid combinations", 1)[1]
+    assert "3.13" in invalid and "3.12" not in invalid.split("Could not test")[0]
+    markdown = run_cli("results", "--db", url, "--format", "md", check=0).stdout
+    assert "2.4.1 (Python 3.13)" in markdown and "2.4.1 (Python 3.12)" in markdown
+    one = f"sqlite:///{tmp_path / 'one.db'}"
+    store = Store(one)
+    sweep = store.create_sweep("one", "sweep", "", None, {}, [Target("NVIDIA A100-SXM4-80GB", "8.0", "550.54.14", count=1)], resolved[:1],
+                               lambda r, t: {"verdict": "uncertain", "code": None, "stage": None, "warnings": [], "reasons": []})
+    for cell in store.cells_of(sweep):
+        store.record_result(cell.id, outcomes["3.12"], None)
+    assert "(Python" not in run_cli("results", "--db", one, "--format", "md", check=0).stdout

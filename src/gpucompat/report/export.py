@@ -48,7 +48,7 @@ def _md_table(head: list[str], lines: list[list]) -> list[str]:
 
 def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
     """The seed's two tables (CUDA runtimes collapsed into runs), surprises first, then what could not be tested."""
-    from .rows import seed_table
+    from .rows import python_differs, seed_table
 
     surprises, valid, invalid = verdicts.surprises, verdicts.valid, verdicts.invalid
     lines = [f"# gpucompat sweep {sweep['id']}: {_md_cell(sweep['name'])}", ""]
@@ -57,12 +57,13 @@ def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
         lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "CC", "Observed", "Predicted", "Reason"],
                            [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cc"], r["code"],
                              f"{r['predicted']} {r['predicted_code']}".strip(), r["reason"]] for r in surprises])
+    by_python = python_differs(valid + invalid)  # then each line's version says its Python
     head = ["Framework", "Framework Version", "Compute Capability", "CUDA Runtime Version"]
     lines += ["## Valid combinations", ""]
-    lines += _md_table(head, [[g["framework"], g["version"], g["cc"], g["cuda_runtime"]] for g in seed_table(valid, False)])
+    lines += _md_table(head, [[g["framework"], g["version"], g["cc"], g["cuda_runtime"]] for g in seed_table(valid, False, by_python)])
     lines += ["## Invalid combinations", ""]
     lines += _md_table(head + ["Failure Reason"], [[g["framework"], g["version"], g["cc"], g["cuda_runtime"], g["failure"]]
-                                                    for g in seed_table(invalid, True)])
+                                                    for g in seed_table(invalid, True, by_python)])
     if verdicts.untested:
         lines += ["## Could not test (no verdict; `gpucompat sweep --resume ID` retries them)", ""]
         lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "Cause", "Reason"],

@@ -24,7 +24,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from .. import __version__
 from ..model import PASS, UNTESTED
 from ..quoting import printable
-from .rows import display_row, is_surprise, seed_table, troubled_gpus
+from .rows import display_row, is_surprise, python_differs, seed_table, troubled_gpus
 from .rows import apart_cause, apart_summary, is_gpu_class
 
 PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING", "UNTESTED"}
@@ -161,7 +161,9 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
     created = datetime.datetime.fromtimestamp(sweep["created_at"]).strftime("%Y-%m-%d %H:%M")
     counts = {"cells": len(rows), "valid": len(valid), "invalid": len(invalid), "untested": len(apart), "pending": len(rows) - len(done),
               "surprises": sum(r["surprise"] for r in verdicts), "predicted": sum(1 for r in done if r["observed"] is False)}
+    by_python = python_differs(valid + invalid)  # the seed's lines say their Python where a version's cells differ by it
     return template.render(sweep=sweep, created=created, version=__version__, counts=counts, matrices=matrices, before=before,
-                           surprises=[r for r in verdicts if r["surprise"]], valid=seed_table(valid, False), invalid=seed_table(invalid, True),
+                           surprises=[r for r in verdicts if r["surprise"]], valid=seed_table(valid, False, by_python),
+                           invalid=seed_table(invalid, True, by_python),
                            untested=untested, troubled=troubled_gpus([r for r in apart if r["code"] == UNTESTED]),
                            bench=_bench(bench_rows, telemetry, mig_reference, profiles))

@@ -28,7 +28,8 @@ def _display_row(row: dict) -> dict:
         "created_at": row.get("created_at"),
         "framework": row["framework"],
         "version": version,
-        "variant": row["variant"],
+        # an interpreter's framework that is not installed is said once, by its version: no "installed" beside it
+        "variant": "-" if version == "not installed" and row["variant"] == "installed" else row["variant"],
         "python": shown_python(row),
         "env": row["env"],
         **({"image": row["image"]} if row.get("image") else {}),  # a container stack's image
@@ -99,9 +100,19 @@ def _seed_framework(row: dict) -> str:
     return f"{row['framework']} (conda)" if row.get("env") == "conda" else row["framework"]
 
 
-def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
+def python_differs(rows: list[dict]) -> bool:
+    """Whether the cells of one framework and version differ by Python (valid and invalid together): then the grouped
+    lines keep the Python apart, or torch 2.4.1 would read invalid everywhere when only its cp313 wheel is missing."""
+    seen: dict[tuple, set] = {}
+    for row in rows:
+        seen.setdefault((row["framework"], row["version"]), set()).add(row.get("python"))
+    return any(len(pythons) > 1 for pythons in seen.values())
+
+
+def seed_table(rows: list[dict], with_reason: bool, by_python: bool = False) -> list[dict]:
     """The CHTC sweep's published format: one line per framework, version, compute capability (and failure and reason),
-    with the CUDA runtime versions collapsed into runs ('11.1-11.5')."""
+    with the CUDA runtime versions collapsed into runs ('11.1-11.5'); with by_python (python_differs), per Python too,
+    the line's version saying it ('2.4.1 (Python 3.13)') and its `python` kept for a column of its own."""
     rows = [{**row, "framework": _seed_framework(row)} for row in rows]
     axis: dict[str, list[str]] = {}
     for row in rows:
@@ -111,12 +122,15 @@ def seed_table(rows: list[dict], with_reason: bool) -> list[dict]:
     for row in rows:
         version = "-" if row["framework"].startswith("cuda-runtime") else row["version"]  # its version is the CUDA runtime
         key = (row["framework"], version, row["cc"] or "-",
-               (row["code"], row["stage"], row["observed"], row.get("reason") or "") if with_reason else None)
+               (row["code"], row["stage"], row["observed"], row.get("reason") or "") if with_reason else None,
+               (row.get("python") or "-") if by_python else None)
         groups.setdefault(key, []).append(row["cuda_runtime"] or "-")
     out = []
-    for (framework, version, cc, failure), cudas in sorted(groups.items(), key=lambda item: (item[0][0], _version_key(item[0][1]), item[0][2])):
+    for (framework, version, cc, failure, python), cudas in sorted(groups.items(), key=lambda item: (
+            item[0][0], _version_key(item[0][1]), item[0][2], item[0][4] or "")):
         for run in collapse_runs(cudas, axis.get(framework, [])):
-            line = {"framework": framework, "version": version, "cc": cc, "cuda_runtime": run}
+            line = {"framework": framework, "version": version if python is None else f"{version} (Python {python})", "cc": cc,
+                    "cuda_runtime": run, **({"python": python} if python is not None else {})}
             if with_reason:
                 line["failure"] = f"{failure[0]} ({failure[1]}{'' if failure[2] else ', predicted'})"
                 line["reason"] = failure[3]  # the cells of one line share it: a different sentence is another line

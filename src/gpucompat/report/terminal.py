@@ -216,13 +216,15 @@ def _steps(rows: list[dict]) -> list[Step]:
 def seed_tables(valid: list[dict], invalid: list[dict]) -> list[FitTable]:
     """Valid and invalid combinations grouped as the CHTC sweep published them (one line per framework, version and
     compute capability, CUDA runtimes collapsed into runs), under the sweep's own column names, the reason wrapped."""
-    from .rows import seed_table
+    from .rows import python_differs, seed_table
 
     tables = []
+    by_python = python_differs(valid + invalid)
     for title, rows, with_reason in (("Valid combinations", valid, False), ("Invalid combinations", invalid, True)):
-        lines = seed_table(rows, with_reason)
+        lines = seed_table(rows, with_reason, by_python)
         columns = [Col("framework", "Framework", [_text(line["framework"]) for line in lines]),
-                   Col("version", "Version", [_text(line["version"]) for line in lines], "words"),
+                   Col("version", "Version", [_text(line["version"].split(" (Python ")[0]) for line in lines], "words"),
+                   *([Col("python", "Python", [_text(line["python"]) for line in lines])] if by_python else []),
                    Col("cc", "CC", [_text(line["cc"]) for line in lines]),
                    Col("cuda_runtime", "CUDA runtime", [_text(line["cuda_runtime"]) for line in lines])]
         if with_reason:
