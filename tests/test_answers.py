@@ -596,3 +596,17 @@ def test_any_question_is_an_answer_or_one_sentence(words):
         explain(words, None, "9.0", "535.104.05")
     except UserError as exc:
         assert "\n" not in str(exc) and len(str(exc)) < 600
+
+
+def test_a_conditional_tensorflow_gets_the_nearest_self_contained_release_as_well_as_the_newest():
+    """TensorFlow 2.12 needs the system's CUDA (conditional): beside it, the nearest release that brings its own, judged on
+    the Python it is shown with (2.14.x [and-cuda] does not install on its newest, 3.11: tensorrt 8.5.3.1 has no cp311
+    wheel; 2.15.0 does not install at all), and the newest."""
+    from gpucompat.answers.asked import read
+    from gpucompat.answers.explain import answer
+
+    result = answer(read(["tensorflow==2.12.0"], gpu="A100", driver="535.104.05"), [])
+    assert result["verdict"] == "conditional"
+    kinds = {item["kind"]: item for item in result["nearest"]}
+    assert kinds["newer"]["spec"] == "tensorflow[and-cuda]==2.15.0.post1" and kinds["newer"]["verdict"] == "pass"
+    assert kinds["newest"]["version"] == "2.21.0" and all(item["verdict"] == "pass" for item in result["nearest"])

@@ -77,7 +77,8 @@ def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
     if result["source"] == "rule":  # a build that needs the system's CUDA is a conditional yes (an observation saw it run)
         conditions.apply(result, judged.framework, judged.version, variant)
     # another machine's Python is not known: each step is judged on the newest Python it has wheels for, as the asked stack was
-    result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, None if newest else python)
+    result["nearest"] = (nearest_yes(judged.framework, judged.version, variant, found, None if newest else python,
+                                     self_contained=result["verdict"] == conditions.CONDITIONAL)
                          if result["verdict"] in (FAIL, "uncertain", conditions.CONDITIONAL) else [])
     for item in result["nearest"] if newest else []:
         if item.get("version") and item.get("variant") and item["kind"] != "python":

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, Prediction, driver_drives_rule, driving_branch, predict_stack, wheel_pythons
+from .asked import newest_python
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
 from .questions import gpu_variants, release_of, spec_text
@@ -57,9 +58,10 @@ def _builds(framework: str, version: str, variant: str) -> list[str]:
 
 
 def steps(framework: str, version: str, variant: str, cc: str | None, driver: str, python: str | None,
-          gpu: str | None = None) -> list[dict]:
+          gpu: str | None = None, self_contained: bool = False) -> list[dict]:
     """The nearest release below and the nearest above the asked one that run here (in whichever of their builds runs):
-    the smallest change of version from what was asked."""
+    the smallest change of version from what was asked; with self_contained, only builds that bring their own CUDA
+    libraries (beside a conditional yes, which needs the system's)."""
     asked = tables.version(version.split("+")[0])
     if asked is None:
         return []
@@ -73,8 +75,10 @@ def steps(framework: str, version: str, variant: str, cc: str | None, driver: st
         for release in candidates:
             text = str(release)
             passing = next(((v, p) for v in _builds(framework, text, variant)
-                            for p in [predict_stack(framework, release_of(framework, text, v), v, cc, driver, python, gpu=gpu)]
-                            if p.verdict == PASS), None)
+                            # another machine's Python (None): each step on the newest Python it has wheels for, as it is shown
+                            for p in [predict_stack(framework, release_of(framework, text, v), v, cc, driver,
+                                                    python or newest_python(framework, text, v), gpu=gpu)]
+                            if p.verdict == PASS and not (self_contained and system_libraries(framework, text, v))), None)
             if passing is None:
                 continue
             try:
@@ -104,8 +108,9 @@ def other_python(framework: str, version: str, variant: str, cc: str | None, dri
             "verdict": CONDITIONAL if needs else PASS, **({"needs": needs} if needs else {}), "warnings": [], "install": None}
 
 
-def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
-    """What would work on the same GPU and driver, in the order people try it (see the module's docstring)."""
+def nearest_yes(framework: str, version: str, variant: str, where: dict, python: str | None, self_contained: bool = False) -> list[dict]:
+    """What would work on the same GPU and driver, in the order people try it (see the module's docstring); with
+    self_contained (beside a conditional yes), only stacks that bring their own CUDA libraries."""
     from .advise import newest_running
 
     cc, driver, gpu = where["cc"], where["driver"], where.get("matched") or where.get("gpu")
@@ -115,11 +120,11 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
     found = []
     for other in other_variants(framework, version, variant):
         p = predict_stack(framework, release_of(framework, version, other), other, cc, driver, python, gpu=gpu)
-        if p.verdict == PASS:
+        if p.verdict == PASS and not (self_contained and system_libraries(framework, version, other)):
             found.append(_item("variant", "another variant", framework, version, other, p))
             break
     if not found:  # the same release in another build is the smallest change; else the nearest release down and up
-        found += steps(framework, version, variant, cc, driver, python, gpu)
+        found += steps(framework, version, variant, cc, driver, python, gpu, self_contained)
     best = newest_running(framework, cc, driver, python, gpu) if cc is not None else None
     if best is not None:
         newest = _item("newest", "newest that works", framework, *best)
