@@ -37,21 +37,22 @@ def test_jax_gpu_newer_than_its_ptxas_fails_naming_the_compiler():
     # jax[cuda12] 0.5.0: PTX compute_90 the driver could JIT, but XLA's ptxas (nvidia-cuda-nvcc-cu12, newest 12.9.86) has no sm_110
     prediction, reasons = _jax("0.5.0", "cuda12", "11.0")
     assert reasons["architecture"].verdict == PASS
-    compiler = reasons["run-time compiler (ptxas)"]
+    compiler = reasons["run-time compiler (XLA)"]
     assert compiler.verdict == FAIL and prediction.verdict == FAIL and prediction.code == "ARCH_UNSUPPORTED"
-    assert "ptxas 12.9.86" in compiler.text and "nvidia-cuda-nvcc-cu12>=12.6.85" in compiler.text
+    assert "CUDA 12.9.86's compiler does not know sm_110" in compiler.text and "nvidia-cuda-nvcc-cu12>=12.6.85" in compiler.text
+    assert "nvJitLink" in compiler.text  # XLA's first choice where it loads (docs/evidence/jax-ptxas-h100)
 
 
 def test_jax_ptxas_floor_too_old_but_pip_gives_a_new_one():
     prediction, reasons = _jax("0.6.0", "cuda12", "12.0", "570.86.10")
-    compiler = reasons["run-time compiler (ptxas)"]
+    compiler = reasons["run-time compiler (XLA)"]
     assert prediction.verdict == PASS and compiler.verdict == PASS and compiler.warning
     assert "12.9.86" in compiler.text and "12.6.85" in compiler.text
 
 
 def test_jax_says_nothing_more_where_sass_and_the_oldest_ptxas_cover():
     _prediction, reasons = _jax("0.8.0", "cuda13", "9.0")
-    assert "run-time compiler (ptxas)" not in reasons
+    assert "run-time compiler (XLA)" not in reasons
 
 
 def test_cupy_13_6_on_sm_120_without_ctk_the_system_toolkit_decides():

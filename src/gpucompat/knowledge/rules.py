@@ -303,9 +303,12 @@ def _tensorflow_xla_rule(release: str, variant: str, cc: str | None, sass: list[
 
 
 def _jax_ptxas_rule(release: str, variant: str, cc: str | None, sass: list[str] | None) -> Reason | None:
-    """XLA compiles JAX's kernels as it runs, with the ptxas of the nvidia-cuda-nvcc wheel the plugin requires: that
-    ptxas must know the GPU's architecture, whatever the driver could JIT (arch-specific sm_XYa PTX never carries over).
-    None where it has nothing to add (the plugin's SASS covers the GPU and even the lowest ptxas allowed knows it)."""
+    """XLA compiles JAX's kernels as it runs, with the PTX compiler pip brings beside the plugin: nvJitLink (the
+    nvidia-nvjitlink wheel) where it loads, else the ptxas of the nvidia-cuda-nvcc wheel (docs/evidence/jax-ptxas-h100:
+    on an H100, JAX 0.11.2 ran with CUDA 11.7's ptxas in every place XLA looks). Both resolve to the same CUDA release,
+    whose targets were measured from ptxas: that compiler must know the GPU's architecture, whatever the driver could
+    JIT (arch-specific sm_XYa PTX never carries over). None where it has nothing to add (the plugin's SASS covers the
+    GPU and even the lowest release allowed knows it)."""
     found = _ptxas_pin("jax", variant, release) if cc else None
     if found is None:
         return None
@@ -315,9 +318,11 @@ def _jax_ptxas_rule(release: str, variant: str, cc: str | None, sass: list[str] 
     if (major, minor) < oldest:  # older than every target: the build's own minimum says so first
         return None
     covered = any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in sass or []))
-    name, sm = "run-time compiler (ptxas)", f"sm_{major}{minor}"
-    said = f"XLA compiles jax's kernels for {sm} as it runs, with the ptxas of {package} (jax-{variant}-plugin {release} requires {pin['requirement']})"
-    source = f"{pin['source']} ; {given['source']}" + (f" ; {lowest['source']}" if lowest is not given else "")
+    name, sm = "run-time compiler (XLA)", f"sm_{major}{minor}"
+    said = (f"XLA compiles jax's kernels for {sm} as it runs, with the PTX compiler pip brings: nvJitLink where it loads, else the "
+            f"ptxas of {package} (jax-{variant}-plugin {release} requires {pin['requirement']}), both of one CUDA release")
+    source = f"{pin['source']} ; {given['source']}" + (f" ; {lowest['source']}" if lowest is not given else "") + \
+        " ; docs/evidence/jax-ptxas-h100/README.md"
     if _knows(lowest, major, minor):
         return None if covered else Reason(name, PASS, f"{said}: ptxas {floor} and later know {sm}", source)
     if _knows(given, major, minor):
@@ -325,7 +330,7 @@ def _jax_ptxas_rule(release: str, variant: str, cc: str | None, sass: list[str] 
                       f"it allows, does not", source, warning=f"an environment that keeps {package} older than the first "
                       f"release that knows {sm} fails to compile (ptxas {floor} does not know it)")
     newest = max((p for p in (_arch(s) for s in given["sm"].split(";")) if p), key=lambda p: (p[1], p[2]))
-    return Reason(name, FAIL, f"{said}: pip installs {pin['resolves_to']}, and ptxas {pin['resolves_to']} does not know {sm} "
+    return Reason(name, FAIL, f"{said}: pip installs {pin['resolves_to']}, and CUDA {pin['resolves_to']}'s compiler does not know {sm} "
                   f"(its targets end at sm_{newest[1]}{newest[2]}); the driver's PTX JIT does not stand in for it",
                   source, "ARCH_UNSUPPORTED", "compute")
 
