@@ -20,6 +20,7 @@ import pytest
 from conftest import REPO, run_cli, write
 
 from gpucompat import bundle
+from gpucompat.sbatch_options import HOLDING_SBATCH
 from gpucompat.errors import UserError
 
 CURRENT = '[[stacks]]\nframework = "cuda-runtime"\nenv = "current"\n'
@@ -210,7 +211,8 @@ SLURM = 'executor = "slurm"\n[slurm]\nextra_sbatch = ["--exclusive", "{option}"]
 
 @pytest.mark.parametrize("option, why", [
     ("--wait", "would make sbatch return only when the array has ended, so gpucompat would hang on submit"),
-    ("--wai", "(sbatch reads it as --wait) would make sbatch return only when the array has ended, so gpucompat would hang on submit"),
+    ("-W", "(sbatch reads it as --wait) would make sbatch return only when the array has ended, so gpucompat would hang on submit"),
+    ("--depend=afterok:1", "(sbatch reads it as --dependency) would hold the array until other jobs end"),
     ("--begin=now+1hour", "would hold the array until the time it names"),
     ("--dependency=afterok:1", "would hold the array until other jobs end"),
     ("--hold", "would hold the array until someone releases it"),
@@ -222,16 +224,16 @@ def test_extra_sbatch_that_holds_or_blocks_the_submission_is_refused(isolated, o
     assert not (isolated / "out").exists()
 
 
-def test_extra_sbatch_ntasks_names_what_it_overlaps_and_short_forms_are_refused(isolated):
+def test_extra_sbatch_ntasks_names_what_it_overlaps_and_short_forms_are_read_as_sbatch_reads_them(isolated):
     plan = write(isolated / "plan.toml", SLURM.format(option="--ntasks=4"))
     refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
             f"{plan}: [slurm] extra_sbatch '--ntasks=4' would override --ntasks, which gpucompat sets as [bench] nodes x scale, one task "
             "per GPU (through --nodes and --ntasks-per-node); remove it.")
-    for short in ("-W", "-b now", "-d afterok:1", "-H"):
+    for short, long in (("-b now", "--begin"), ("-d afterok:1", "--dependency"), ("-H", "--hold")):
         plan = write(isolated / "plan.toml", SLURM.format(option=short))
         refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
-                f'{plan}: [slurm] extra_sbatch must be a list of sbatch options like "--exclusive" or "--gpus-per-task=1" (one long '
-                "option each, no spaces or quotes; short forms such as -W are not read).")
+                f"{plan}: [slurm] extra_sbatch {short!r} (sbatch reads it as {long}) {HOLDING_SBATCH[long]}; remove it: gpucompat "
+                "submits the array and waits for it itself.")
     # an option that only starts like one of them is the site's own, and written
     plan = write(isolated / "plan.toml", SLURM.format(option="--wait-all-nodes=1"))
     run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)

@@ -194,10 +194,11 @@ def test_site_resource_options_are_parsed_per_executor():
     from gpucompat.executors import make_executor
 
     slurm = parse_plan('executor="slurm"\n[slurm]\npartition="gpu"\nqos="short"\nreservation="maint_1"\nmem="16G"\n'
-                       'cpus_per_task=4\nextra_sbatch=["--exclusive", "--gpus-per-task=1"]\n' + STACK)
+                       'cpus_per_task=4\nextra_sbatch=["--exclusive", "--mail-user me@example.org"]\n' + STACK)
     assert slurm.executor_options["slurm"]["mem"] == 16384
     assert make_executor(slurm, None, False).site_args == [
-        "--partition=gpu", "--qos=short", "--reservation=maint_1", "--mem=16384M", "--cpus-per-task=4", "--exclusive", "--gpus-per-task=1"]
+        "--partition=gpu", "--qos=short", "--reservation=maint_1", "--mem=16384M", "--cpus-per-task=4", "--exclusive",
+        "--mail-user=me@example.org"]
     condor = parse_plan('executor="htcondor"\n[htcondor]\nrequest_memory=4096\nrequest_cpus=2\nrequest_disk="20GiB"\n' + STACK)
     assert condor.executor_options["htcondor"] == {"request_memory": 4096, "request_cpus": 2, "request_disk": 20480}
     k8s = parse_plan('executor="kubernetes"\n[kubernetes]\nimage="python:3.12"\nmemory="8G"\ncpu=2\n' + STACK)

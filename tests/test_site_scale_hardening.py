@@ -282,7 +282,7 @@ def test_bidirectional_overrides_in_names_are_refused(isolated, plan):
 
 
 @pytest.mark.parametrize("option, owned", [
-    ("--time=5", "--time"), ("--tim=5", "--time"), ("--array=0-999", "--array"), ("--output=/dev/null", "--output"),
+    ("--time=5", "--time"), ("--time-mi=5", "--time-min"), ("--array=0-999", "--array"), ("--output=/dev/null", "--output"),
     ("--error=x", "--error"), ("--wrap=true", "--wrap"), ("--job-name=x", "--job-name"),
     ("--parsable", "--parsable"), ("--chdir=/tmp", "--chdir"), ("--partition=debug", "--partition"),
 ])
@@ -293,9 +293,9 @@ def test_extra_sbatch_may_not_override_gpucompats_own_options(isolated, option, 
 
 
 def test_extra_sbatch_of_the_sites_own_options_is_written(isolated):
-    plan = write(isolated / "plan.toml", slurm_plan(1, '[slurm]\nextra_sbatch = ["--exclusive", "--gpus-per-task=1"]'))
+    plan = write(isolated / "plan.toml", slurm_plan(1, '[slurm]\nextra_sbatch = ["--exclusive", "--mail-type=END"]'))
     run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)
-    assert "#SBATCH --exclusive\n#SBATCH --gpus-per-task=1\n" in (isolated / "out" / "array-0.sh").read_text()
+    assert "#SBATCH --exclusive\n#SBATCH --mail-type=END\n" in (isolated / "out" / "array-0.sh").read_text()
 
 
 # -- messages that misled --------------------------------------------------------------------------------

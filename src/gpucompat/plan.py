@@ -15,6 +15,7 @@ from .knowledge import tables
 from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, EXECUTORS, FRAMEWORKS, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
 from .paths import read_user_text
 from .quoting import CONTROL_CHARACTERS
+from .sbatch_options import check_extra_sbatch
 
 # Imported where used, not here: `explain` reads a spec through this module and must start in
 # well under 300 ms, and packaging's specifiers, tomllib and the executors cost ~70 ms together.
@@ -31,31 +32,6 @@ TOP_KEYS = {
     "max_parallel_installs", "max_parallel_probes", "platform", "wheelhouse", "offline", "bench", "max_cells", *EXECUTOR_OPTIONS,
 }
 MAX_CELLS = SweepSpec.max_cells  # cells a plan may expand to unless it raises `max_cells` (10,000)
-# sbatch options gpucompat writes itself, or that the plan's own keys and targets set: an extra_sbatch line
-# with one of them would override them (a --time that kills cells early, an --output that hides the log,
-# a --hold that strands the sweep). -> what sets it.
-OWN_SBATCH = {
-    "--array": "gpucompat writes itself (one array per GPU class)", "--output": "gpucompat writes itself (the job's log)",
-    "--error": "gpucompat writes itself (the job's log)", "--input": "gpucompat leaves unset",
-    "--job-name": "gpucompat writes itself (it names the sweep)", "--wrap": "gpucompat writes itself (the array script)",
-    "--parsable": "gpucompat writes itself (it reads sbatch's answer)",
-    "--chdir": "gpucompat writes itself (each cell runs in its own directory)", "--test-only": "gpucompat writes itself (the precheck)",
-    "--time": "gpucompat sets from [timeouts] install and cell", "--time-min": "gpucompat sets from [timeouts] install and cell",
-    "--gres": "gpucompat sets from the [[targets]] gres and [bench] scale", "--constraint": "gpucompat sets from the [[targets]] features",
-    "--nodes": "gpucompat sets from [bench] nodes", "--ntasks-per-node": "gpucompat sets from [bench] scale",
-    # not written as such: the task count is --nodes x --ntasks-per-node (one task per GPU), which the probe's srun step uses
-    "--ntasks": "gpucompat sets as [bench] nodes x scale, one task per GPU (through --nodes and --ntasks-per-node)",
-    "--partition": "the plan sets with [slurm] partition", "--account": "the plan sets with [slurm] account",
-    "--qos": "the plan sets with [slurm] qos", "--reservation": "the plan sets with [slurm] reservation",
-    "--mem": "the plan sets with [slurm] mem", "--cpus-per-task": "the plan sets with [slurm] cpus_per_task",
-}
-# sbatch options that hold the array or block the submission: gpucompat would wait on a sweep that never starts,
-# or on sbatch itself (--wait returns only when the array has ended). -> what it does.
-HOLDING_SBATCH = {
-    "--hold": "would hold the array until someone releases it", "--begin": "would hold the array until the time it names",
-    "--dependency": "would hold the array until other jobs end",
-    "--wait": "would make sbatch return only when the array has ended, so gpucompat would hang on submit",
-}
 BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "nodes", "profile"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env", "channels", "image", "runtime"}
 TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
@@ -332,19 +308,12 @@ def parse_plan(text: str, source: str = "plan") -> SweepSpec:
 
 
 _MEMORY = re.compile(r"([0-9]{1,9})\s*(M|MB|MiB|G|GB|GiB|T|TB|TiB)?", re.ASCII)
-_SBATCH_LINE = re.compile(r"--[a-z][a-z0-9-]{0,40}(=[A-Za-z0-9_.:,=/@+%-]{1,200})?", re.ASCII)
 _OPTION_KINDS = {  # kind -> (whole-string pattern, what a value must be)
     "name": (_NAME, "a plain name ([A-Za-z0-9_.-], at most 64)"),
     "image": (_IMAGE, "a container image like 'nvcr.io/nvidia/pytorch:24.08-py3'"),
     "namespace": (_K8S_NAME, "a Kubernetes namespace (lowercase letters, digits and '-', at most 63)"),
     "memory": (_MEMORY, "an amount of memory in MiB, or with a unit: '16G', '4096M'"),
 }
-
-
-def _sbatch_option(option: str, names) -> str | None:
-    """The option of `names` that sbatch reads `option` as: sbatch takes any unambiguous prefix of a long option (--tim
-    is --time), so a prefix counts too, an exact name first."""
-    return option if option in names else next((name for name in names if name.startswith(option)), None)
 
 
 def _option(section: str, key: str, kind: str, value: object):
@@ -354,21 +323,8 @@ def _option(section: str, key: str, kind: str, value: object):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
             raise UserError(f"{where} must be a whole number from 1 to 1024.")
         return value
-    if kind == "sbatch_lines":
-        if not isinstance(value, list) or not all(isinstance(v, str) and _SBATCH_LINE.fullmatch(v) for v in value):
-            raise UserError(f"{where} must be a list of sbatch options like \"--exclusive\" or \"--gpus-per-task=1\" "
-                            "(one long option each, no spaces or quotes; short forms such as -W are not read).")
-        for line in value:
-            option = line.split("=", 1)[0]
-            holding = _sbatch_option(option, HOLDING_SBATCH)
-            if holding:
-                read_as = "" if option == holding else f" (sbatch reads it as {holding})"
-                raise UserError(f"{where} {line[:60]!r}{read_as} {HOLDING_SBATCH[holding]}; remove it: gpucompat submits "
-                                "the array and waits for it itself.")
-            owned = _sbatch_option(option, OWN_SBATCH)
-            if owned:
-                raise UserError(f"{where} {line[:60]!r} would override {owned}, which {OWN_SBATCH[owned]}; remove it.")
-        return list(value)
+    if kind == "sbatch_lines":  # an allowlist: only options that leave the job's environment, identity, output and timing
+        return check_extra_sbatch(value, where)
     if kind == "memory" and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     pattern, what = _OPTION_KINDS[kind]

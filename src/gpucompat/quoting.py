@@ -61,7 +61,7 @@ def shell_comment(text: str) -> str:
 def sbatch_directive(option: str) -> str:
     """The text after `#SBATCH`: sbatch reads these lines itself, not through a shell, so a plain
     value stays plain; anything else is refused rather than guessed at."""
-    if not re.fullmatch(r"--[a-z-]+(=[\w.,:=&%/@+-]+)?", option, re.ASCII):
+    if not re.fullmatch(r"--[a-z-]+(=[\w.,:=&%/@+\[\]-]+)?", option, re.ASCII):  # [ ]: a node list, gpu[01-03]
         raise UserError(f"cannot write the sbatch option {option[:80]!r} into a batch script; use plain names.")
     return option
 
