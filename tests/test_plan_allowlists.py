@@ -134,3 +134,36 @@ def test_htcondor_and_kubernetes_tables_take_only_their_own_keys(isolated, secti
     proc = run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"))
     assert proc.returncode == 2 and f"[{section}]: unknown key {key.strip(chr(34))!r}; expected one of: " in proc.stderr, proc.stderr
     assert not (isolated / "out").exists()
+
+
+# -- a requirements file that asks for one package twice --------------------------------------------------------------
+
+GPU = ("--gpu", "NVIDIA A100-SXM4-80GB", "--driver", "535.104.05")
+
+
+def test_two_pins_of_one_package_are_refused_as_pip_refuses_them(isolated):
+    path = write(isolated / "requirements.txt", "torch==2.0.0\nnumpy==1.26.4\ntorch==2.7.0\n")
+    refused(run_cli("explain", "-r", str(path), *GPU),
+            f"{path} asks for torch twice in ways that cannot both hold, line 1 'torch==2.0.0' and line 3 'torch==2.7.0'; "
+            "pip refuses such a file (ResolutionImpossible), so keep the one you mean.")
+    ranged = write(isolated / "ranged.txt", "torch>=2.1\ntorch==2.0.0\n")
+    refused(run_cli("explain", "-r", str(ranged), *GPU),
+            f"{ranged} asks for torch twice in ways that cannot both hold, line 1 'torch>=2.1' and line 2 'torch==2.0.0'; "
+            "pip refuses such a file (ResolutionImpossible), so keep the one you mean.")
+
+
+def test_a_pin_in_a_nested_file_names_both_files(isolated):
+    write(isolated / "base.txt", "numpy\ntorch==2.0.0\n")
+    path = write(isolated / "requirements.txt", "-r base.txt\ntorch==2.7.0\n")
+    refused(run_cli("explain", "-r", str(path), *GPU),
+            f"{path} asks for torch twice in ways that cannot both hold, base.txt, line 2 'torch==2.0.0' and {path}, line 2 "
+            "'torch==2.7.0'; pip refuses such a file (ResolutionImpossible), so keep the one you mean.")
+
+
+def test_lines_that_can_both_hold_are_one_requirement(isolated):
+    """pip installs torch 2.7.0 for `torch>=2.1` and `torch==2.7.0`, and JAX with CUDA for jax[cuda12]==0.4.30 and jax==0.4.30."""
+    path = write(isolated / "requirements.txt", "torch>=2.1\njax[cuda12]==0.4.30\ntorch==2.7.0\njax==0.4.30\ntorch==2.7.0\n")
+    data = json.loads(run_cli("explain", "-r", str(path), *GPU, "--json", check=0).stdout)
+    rows = {row["package"]: row for row in data["rows"]}
+    assert rows["torch"]["read_as"].startswith("torch==2.7.0") and rows["torch"]["line"] == 3
+    assert rows["jax"]["read_as"] == "jax[cuda12]==0.4.30" and rows["jax"]["line"] == 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -38,6 +38,7 @@ class Pin:
     index: str | None = None  # the index it comes from, where the file says
     conda: bool = False
     build: str | None = None  # a conda build string (py311_cuda12.1_cudnn9_0)
+    source: str = ""  # the requirements file the line is in (a -r line's own file)
 
 
 @dataclass
@@ -153,8 +154,56 @@ def requirements_text(text: str, where: str, base: Path | None, depth: int = 0, 
             continue  # -f, --pre, --no-binary and the like change how, not what
         pin = requirement_pin(line, number, where)
         if pin is not None:
+            pin.source = where
             parsed.pins.append(pin)
+    if depth == 0:  # once, over the lines of every -r file together, as pip reads them
+        parsed.pins = one_per_package(parsed.pins, where)
     return parsed
+
+
+def one_per_package(pins: list[Pin], where: str) -> list[Pin]:
+    """Each package once, as pip reads a file that names one twice: lines that cannot both hold (torch==2.0.0 and
+    torch==2.7.0, or torch==2.0.0 and torch>=2.1) are refused, as pip refuses them (ResolutionImpossible, "Cannot install
+    torch==2.0.0 and torch==2.7.0"); lines that can are one requirement, its exact version and every extra
+    (jax[cuda12]==0.4.30 and jax==0.4.30 install JAX with CUDA), shown at the line that pins it."""
+    kept: dict[str, Pin] = {}
+    for pin in pins:
+        first = kept.get(pin.name)
+        if first is None:
+            kept[pin.name] = pin
+            continue
+        if not _both_hold(first, pin):
+            files = first.source != pin.source
+            raise UserError(f"{where} asks for {pin.name} twice in ways that cannot both hold, {_at(first, files)} {first.typed[:80]!r} "
+                            f"and {_at(pin, files)} {pin.typed[:80]!r}; pip refuses such a file (ResolutionImpossible), so keep the one you mean.")
+        exact = first if first.version and (not pin.version or len(first.version) >= len(pin.version)) else pin
+        specifier = exact.specifier if exact.version else ",".join(filter(None, (first.specifier, pin.specifier)))
+        kept[pin.name] = replace(exact, specifier=specifier, index=first.index or pin.index,
+                                 extras=tuple(sorted(set(first.extras) | set(pin.extras))))
+    return list(kept.values())
+
+
+def _at(pin: Pin, files: bool) -> str:
+    return f"{pin.source}, line {pin.line}" if files else f"line {pin.line}"
+
+
+def _both_hold(a: Pin, b: Pin) -> bool:
+    """Whether some version satisfies both lines; where neither names one version it is left to the judging (as if yes)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    def allows(pin: Pin, version: str) -> bool:
+        spec = pin.specifier if not pin.version else f"=={pin.version}"
+        try:
+            return not spec or SpecifierSet(spec).contains(Version(version), prereleases=True)
+        except (InvalidSpecifier, InvalidVersion):
+            return True  # what packaging cannot read is not judged here
+    if a.version and b.version:  # 2.7.0 and 2.7.0+cu128: the labelled build satisfies ==2.7.0
+        return allows(a, b.version) or allows(b, a.version)
+    if a.version or b.version:
+        exact, other = (a, b) if a.version else (b, a)
+        return allows(other, exact.version)
+    return True
 
 
 def _nested(value: str, where: str, number: int, base: Path | None, depth: int, seen: set) -> Parsed:
