@@ -167,3 +167,32 @@ def test_lines_that_can_both_hold_are_one_requirement(isolated):
     rows = {row["package"]: row for row in data["rows"]}
     assert rows["torch"]["read_as"].startswith("torch==2.7.0") and rows["torch"]["line"] == 3
     assert rows["jax"]["read_as"] == "jax[cuda12]==0.4.30" and rows["jax"]["line"] == 2
+
+
+# -- a container image's relative path -----------------------------------------------------------------------------------
+
+def test_a_relative_image_path_is_written_absolute_from_the_plans_directory(isolated):
+    plans = isolated / "plans"
+    (plans / "images").mkdir(parents=True)
+    (plans / "images" / "pt.sif").write_bytes(b"SIF")
+    plan = write(plans / "plan.toml", '[[stacks]]\nframework = "torch"\nenv = "container"\nimage = "images/../images/pt.sif"\n')
+    run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)
+    run_sh = (isolated / "out" / "cell-1" / "run.sh").read_text()
+    absolute = str((plans / "images" / "pt.sif").resolve())
+    assert f" {absolute} python3 " in run_sh and "images/../" not in run_sh
+
+
+def test_a_relative_image_path_that_is_not_there_is_refused(isolated):
+    plan = write(isolated / "plan.toml", '[[stacks]]\nframework = "torch"\nenv = "container"\nimage = "../../../etc/passwd.sif"\n')
+    where = str((isolated / "../../../etc").resolve() / "passwd.sif")  # from the plan's directory, not from a cell's
+    refused(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out")),
+            f"{plan}: [[stacks]] #1 image '../../../etc/passwd.sif' is a path relative to the plan file, and {where!r} does "
+            "not exist; put the image there, or give its absolute path (which may lie where only the compute nodes see it).")
+    assert not (isolated / "out").exists()
+
+
+@pytest.mark.parametrize("image", ["docker://nvcr.io/nvidia/pytorch:25.01-py3", "/cvmfs/unpacked.cern.ch/pt.sif"])
+def test_references_and_absolute_paths_are_written_as_they_are(isolated, image):
+    plan = write(isolated / "plan.toml", f'[[stacks]]\nframework = "torch"\nenv = "container"\nimage = "{image}"\n')
+    run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)
+    assert image.removeprefix("docker://") in (isolated / "out" / "cell-1" / "run.sh").read_text()

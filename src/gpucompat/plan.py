@@ -486,7 +486,37 @@ def load_plan(path: str | Path) -> tuple[SweepSpec, str]:
         wheelhouse = Path(spec.wheelhouse) if Path(spec.wheelhouse).is_absolute() else (path.parent / spec.wheelhouse).resolve()
         check_wheelhouse(wheelhouse, "the plan's wheelhouse")
         spec = replace(spec, wheelhouse=str(wheelhouse))
-    return spec, text
+    stacks = tuple(_image_path(stack, f"{path}: [[stacks]] #{i}", path.parent) for i, stack in enumerate(spec.stacks, 1))
+    return replace(spec, stacks=stacks), text
+
+
+def _image_path(stack: StackSpec, where: str, plan_dir: Path) -> StackSpec:
+    """A container stack's image path, made absolute against the plan file's own directory.
+
+    Written into each run.sh as it is, a relative path would be read against the cell's directory when
+    the job runs (`../../../etc/passwd.sif` from there). Relative to the plan is the only thing it can
+    mean, so it must lie there now: one that does not is refused, where it would fail every cell of the
+    stack in its install step. An absolute path (or ~) is kept unchecked: it may lie where only the
+    compute nodes see it (/cvmfs, a node-local cache). docker://, oras:// and image names are
+    references, not paths, and stay as they are."""
+    from .envs.container import image_kind
+
+    if stack.env != "container" or not stack.image or image_kind(stack.image) != "sif":
+        return stack
+    given = Path(stack.image).expanduser()
+    if given.is_absolute():
+        absolute = given
+    else:
+        joined = plan_dir / given
+        # the directories resolved, the file itself not: a symbolic link such as current.sif stays a link the job follows
+        absolute = joined.parent.resolve() / joined.name if joined.name not in ("", ".", "..") else joined.resolve()
+        if not absolute.exists():
+            raise UserError(f"{where} image {stack.image[:100]!r} is a path relative to the plan file, and {str(absolute)[:200]!r} "
+                            "does not exist; put the image there, or give its absolute path (which may lie where only the compute nodes see it).")
+    if len(str(absolute)) > 500 or not _SIF_PATH.fullmatch(str(absolute)):
+        raise UserError(f"{where} image {stack.image[:100]!r} is {str(absolute)[:200]!r} from the plan's directory, which a job "
+                        "script does not take (letters, digits and ./:@_+=,%~- only); give an absolute path made of those.")
+    return replace(stack, image=str(absolute))
 
 
 def check_wheelhouse(path: Path, what: str = "--wheelhouse") -> Path:
