@@ -58,10 +58,11 @@ def cuda_drivers(shared: Path) -> None:
     write("cuda_drivers.csv", ["cuda", "toolkit_driver_min", "compat_driver_min", "confidence", "source"], rows)
 
 
-def cuda_archs(shared: Path) -> None:
-    rows = [{"cuda": r["cuda_version"], "sm": r["sm_list_nvcc_can_target"], "source": r["source"]}
-            for r in read(shared, "B_cuda_toolkit_sm_support.csv")]
-    write("cuda_archs.csv", ["cuda", "sm", "source"], rows)
+def cuda_archs() -> None:
+    """The sm_XY targets each CUDA release's compiler accepts, measured from NVIDIA's nvcc wheels (11.7 on) and
+    derived with the oldest wheel's ptxas for 9.0-11.6 (tools/build_cuda_archs.py writes tools/facts/cuda_archs.csv;
+    evidence in docs/evidence/cuda-archs/). Replaces the shared B file, which copied CMake's table."""
+    write("cuda_archs.csv", ["cuda", "sm", "source"], _facts("cuda_archs.csv"))
 
 
 def gpus(shared: Path) -> None:
@@ -250,7 +251,7 @@ def main() -> None:
     args = parser.parse_args()
     shared = Path(args.shared)
     cuda_drivers(shared)
-    cuda_archs(shared)
+    cuda_archs()
     gpus(shared)
     torch_builds(shared)
     tensorflow_builds(shared)
