@@ -54,6 +54,10 @@ def cuda_drivers(shared: Path) -> None:
                 "cuda": cuda, "toolkit_driver_min": driver, "compat_driver_min": COMPAT_MIN.get(cuda.split(".")[0], ""),
                 "confidence": row["confidence"], "source": row["source"],
             }
+    for row in _facts("cuda_drivers.csv"):  # releases the shared file lacks or cites from a third party (tools/facts)
+        best[row["cuda"]] = {"cuda": row["cuda"], "toolkit_driver_min": row["toolkit_driver_min"],
+                             "compat_driver_min": COMPAT_MIN.get(row["cuda"].split(".")[0], ""),
+                             "confidence": row["confidence"], "source": row["source"]}
     rows = sorted(best.values(), key=lambda r: tuple(int(p) for p in r["cuda"].split(".")))
     write("cuda_drivers.csv", ["cuda", "toolkit_driver_min", "compat_driver_min", "confidence", "source"], rows)
 
