@@ -75,6 +75,10 @@ def gpus(shared: Path) -> None:
         for name in r["gpu_name"].split(" / "):
             rows.append({"name": name.strip(), "cc": r["compute_capability"], "architecture": r["architecture"],
                          "confidence": r["confidence"], "source": r["source"]})
+    # tools/facts/gpus.csv re-sources rows the shared file cites from blog/gist/model-card copies (issue 35 item 7):
+    # a row there replaces the shared row of the same name (a new name is appended)
+    fixed = {r["name"]: r for r in _facts("gpus.csv")}
+    rows = [fixed.pop(r["name"], r) for r in rows] + list(fixed.values())
     write("gpus.csv", ["name", "cc", "architecture", "confidence", "source"], rows)
 
 
