@@ -18,6 +18,7 @@ from typing import List, Optional
 
 import typer
 
+from .cli_advise import advise_conda, advise_pool
 from .cli_console import LazyConsole, QuietPipe, escape, out_width
 from .cli_envs import register as register_envs
 from .cli_knowledge import register as register_knowledge
@@ -526,21 +527,6 @@ def history(
     out.print(history_table(rows, escape(f"{spec} on {gpu or 'compute capability ' + cc}")))
 
 
-def _advise_conda(result: dict, python: str | None) -> None:
-    """advise --format conda: the first stack advised (observed before predicted) as an environment.yml on stdout."""
-    from .envs.conda import advised_environment
-
-    items = result["observed"] + result["predicted"]
-    if not items:
-        raise UserError(f"nothing to advise, so no environment file: {result.get('empty') or 'see --explain.'}")
-    item, t = items[0], result["target"]
-    comment = (f"gpucompat advise: {result['framework']} {item['version']} [{item['variant']}] for {t['gpu'] or 'CC ' + t['cc']}, "
-               f"driver {t['driver']} ({item['source']})\nconda-forge may not carry every PyPI release: solve it before use "
-               "(a sweep with env = \"conda\" does).")
-    sys.stdout.write(advised_environment(result["framework"], item["version"], item["variant"], python or item.get("python"),
-                                         item.get("cuda_runtime"), comment))
-
-
 @app.command()
 @guarded
 def advise(
@@ -568,11 +554,11 @@ def advise(
     if bool(name) == bool(framework) and name != framework:
         raise UserError("give the framework once: advise torch, or advise --framework torch.")
     if pool is not None:
-        return _advise_pool(name or framework, pool, gpu, cc, driver, python, db, json_out, fmt)
+        return advise_pool(name or framework, pool, gpu, cc, driver, python, db, json_out, fmt, out)
     asked = read_advice(name or framework, gpu, cc, driver, python)  # read once; the store is asked only after
     result = advise_for(asked, [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=asked.framework)])
     if fmt == "conda":
-        _advise_conda(result, result["target"].get("python") or python)  # the Python the advice was judged for
+        advise_conda(result, result["target"].get("python") or python)  # the Python the advice was judged for
         return
     if json_out:
         _print_json(result)
@@ -581,33 +567,6 @@ def advise(
 
     for item in advise_view(result, explain_left_out):
         out.print(item, crop=False)  # install commands are never cut: in the table when they fit, else whole lines below it
-
-
-def _advise_pool(name: str | None, pool: str, gpu: str | None, cc: str | None, driver: str | None, python: str | None,
-                 db: str | None, json_out: bool, fmt: str) -> None:
-    """advise --pool: the pool's classes as explain --pool reads them, then the store, then the answer."""
-    from .answers.advise_pool import advise_pool
-    from .answers.asked import pool_targets, read_python
-    from .answers.questions import framework_name
-    from .report.rows import display_row
-    from .store import Store
-
-    if gpu or cc:
-        raise UserError("--pool advises for the pool's own GPU classes: give it without --gpu or --cc.")
-    if fmt != "table":
-        raise UserError("--format conda writes one environment for one GPU: give it without --pool.")
-    framework, _variant, notes = framework_name(name)
-    python, python_from, python_notes = read_python(python, elsewhere=True)
-    executor, targets, origin = pool_targets(pool)
-    rows = [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=framework)]
-    result = advise_pool(framework, executor, targets, origin, driver, python, python_from, tuple(notes + python_notes), rows)
-    if json_out:
-        _print_json(result)
-        return
-    from .report.answers import advise_pool_view
-
-    for item in advise_pool_view(result):
-        out.print(item, crop=False)
 
 
 @app.command()
