@@ -27,6 +27,8 @@ import re
 import shutil
 import sys
 from functools import lru_cache
+from itertools import accumulate, repeat
+from operator import sub
 from pathlib import Path
 
 from ..errors import UserError
@@ -52,25 +54,32 @@ class Damaged(Exception):
     """One sentence: what is wrong where in a learned file."""
 
 
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEPS = str.maketrans("[{]}", "\2\2\0\0")  # an opening bracket one level down (2 - 1), a closing one up (0 - 1)
+
+
+def json_too_deep(text: str, depth: int) -> bool:
+    """Whether JSON text nests arrays and objects deeper than `depth`, told without parsing it: the parser recurses once a
+    level, closed or not, and ends in RecursionError far below what a line may hold. Strings out, every character but the
+    brackets out, then the deepest level any prefix reaches; each step in C (the regex engine, accumulate), never a loop
+    over the characters in Python."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if brackets.count("[") + brackets.count("{") <= depth:
+        return False
+    steps, level = brackets.translate(_STEPS).encode("latin-1"), 0
+    for start in range(0, len(steps), 1 << 16):  # a piece at a time: a bomb of opening brackets is told in its first
+        levels = list(accumulate(map(sub, steps[start:start + (1 << 16)], repeat(1)), initial=level))
+        if max(levels) > depth:
+            return True
+        level = levels[-1]
+    return False
+
+
 def bounded_json(text: str, what: str, depth: int = MAX_DEPTH):
     """json.loads, refusing (UserError) text nested deeper than `depth` before the parser recurses into it."""
-    level, deepest, quoted, escaped = 0, 0, False, False
-    for char in text:
-        if quoted:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                quoted = False
-        elif char == '"':
-            quoted = True
-        elif char in "[{":
-            level += 1
-            if level > depth:
-                raise UserError(f"{what} nests JSON deeper than {depth} levels, which gpucompat does not read")
-        elif char in "]}":
-            level -= 1
+    if json_too_deep(text, depth):
+        raise UserError(f"{what} nests JSON deeper than {depth} levels, which gpucompat does not read")
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
