@@ -97,16 +97,22 @@ def test_jax_without_an_extra_means_the_gpu_build_and_jax_cpu_gets_the_nearest_y
     assert out[start + 1:start + 5] == [
         "  another variant   jax[cuda12]==0.4.30 passes",
         "    pip install 'jax[cuda12]==0.4.30'",
-        "  newest that works jax[cuda12]==0.11.2 passes",
-        "    pip install 'jax[cuda12]==0.11.2'",
+        "  newest that works jax[cuda12]==0.12.0.1 passes",
+        "    pip install 'jax[cuda12]==0.12.0.1'",
     ]
 
 
-def test_a_stack_no_driver_can_save_has_no_driver_line_and_a_release_the_tables_lack_is_uncertain():
+def test_a_stack_no_driver_can_save_has_no_driver_line_and_a_release_the_tables_lack_is_uncertain(monkeypatch):
     arch = explain("torch==2.4.1", "NVIDIA GeForce RTX 5090", None, "570.86.10")
     assert arch["code"] == "ARCH_UNSUPPORTED" and "driver" not in [n["kind"] for n in arch["nearest"]]
     assert next(n for n in arch["nearest"] if n["kind"] == "newest")["variant"].startswith("cu12")  # a build with sm_120
-    unknown = explain("torch==2.15.0", None, "9.0", "580.65.06")  # on PyPI, newer than the packaged build tables
+    # a release on PyPI's list that the build tables do not describe: the packaged tables include PyPI's newest torch
+    # (newest_releases.csv), so they are made to stop one series earlier, as they did before torch 2.15's wheel was read
+    from gpucompat.knowledge import tables
+    real = tables.table
+    monkeypatch.setattr(tables, "table", lambda name: tuple(r for r in real(name) if not (
+        name in ("torch_builds", "torch_pypi_default") and r["release"] == "2.15")))
+    unknown = explain("torch==2.15.0", None, "9.0", "580.65.06")  # on PyPI, newer than the build tables
     assert unknown["verdict"] == "uncertain" and [(n["kind"], n["spec"]) for n in unknown["nearest"]][0] == ("older", "torch==2.14.1")
     assert [n["kind"] for n in unknown["nearest"]] == ["older", "newest"]  # the same build one release down, then the newest
     assert any("gpucompat knowledge update" in note for note in unknown["notes"])
@@ -121,13 +127,13 @@ def test_a_stack_no_driver_can_save_has_no_driver_line_and_a_release_the_tables_
     (["torch", "2.4"], "torch==2.4.1", "pip itself would install 2.4.0 for ==2.4"),
     ("torch==2.4", "torch==2.4.1", "read as 2.4.1"),
     ("pytorch==2.1", "torch==2.1.2", "pytorch (conda's name) read as torch"),
-    ("pytorch", "torch==2.14.1", "no version given: read as 2.14.1"),
+    ("pytorch", "torch==2.15.0", "no version given: read as 2.15.0"),
     ("tf==2.15", "tensorflow[and-cuda]==2.15.1", "tf read as tensorflow"),
     ("tensorflow==2.15.0", "tensorflow[and-cuda]==2.15.0", "a question that names a GPU means the GPU build (write tensorflow-cpu"),
     ("tensorflow-gpu==2.10", "tensorflow-gpu==2.10.1", "the GPU package of TensorFlow 1.x to 2.11"),
     ("cupy-cuda12x", "cupy-cuda12x==14.2.0", "no version given"),
     ("nvidia-cuda-runtime-cu12==12.4.127", "cuda-runtime==12.4", "version 12.4.127 of the runtime wheel is CUDA 12.4"),
-    ("jax[cuda12]", "jax[cuda12]==0.11.2", "no version given"),
+    ("jax[cuda12]", "jax[cuda12]==0.12.0.1", "no version given"),
     ("jax-cuda12-plugin==0.4.30", "jax[cuda12]==0.4.30", "JAX's CUDA plugin"),
     ("jaxlib==0.4.30", "jax[cuda12]==0.4.30", "jaxlib (JAX's compiled half) read as jax"),
     ("torch>=2.4,<2.6", "torch==2.5.1", "the newest release the knowledge describes that satisfies it"),
@@ -210,7 +216,7 @@ def test_jax_without_a_plugin_in_a_file_runs_on_the_cpu_and_gets_the_nearest_yes
     nearest = data["nearest"]["jax[cpu]==0.4.30"]
     assert [(n["kind"], n["spec"], n["install"]["pip"]) for n in nearest] == [
         ("variant", "jax[cuda12]==0.4.30", "pip install 'jax[cuda12]==0.4.30'"),
-        ("newest", "jax[cuda12]==0.11.2", "pip install 'jax[cuda12]==0.11.2'")]
+        ("newest", "jax[cuda12]==0.12.0.1", "pip install 'jax[cuda12]==0.12.0.1'")]
     plugin = write(tmp_path / "plugin.txt", "jax==0.4.30\njaxlib==0.4.30\njax-cuda12-plugin==0.4.29\n")
     mismatch = json.loads(run_cli("explain", "-r", str(plugin), "--gpu", "H100 PCIe", "--driver", "535", "--json", check=0).stdout)
     assert [(r["rule"], r["verdict"]) for r in mismatch["set"]] == [("jax-cuda12-plugin beside jaxlib", "fail")]
@@ -552,7 +558,7 @@ def test_explain_fits_100_columns_with_short_references_and_full_sources_on_requ
     assert all(r["source"] for r in data["reasons"]) and "minor-version-compatibility.html" in json.dumps(data)
 
 
-@pytest.mark.parametrize("spec, code", [("torch==2.4.1", 0), ("torch==2.11.0", 1), ("torch==2.15.0", 3)])
+@pytest.mark.parametrize("spec, code", [("torch==2.4.1", 0), ("torch==2.11.0", 1), ("torch==2.4.1+rocm6.1", 3)])
 def test_exit_code_says_pass_fail_or_uncertain(spec, code):
     proc = run_cli("explain", spec, "--cc", "9.0", "--driver", "535.104.05", "--exit-code")
     assert proc.returncode == code and not proc.stderr
@@ -610,3 +616,19 @@ def test_a_conditional_tensorflow_gets_the_nearest_self_contained_release_as_wel
     kinds = {item["kind"]: item for item in result["nearest"]}
     assert kinds["newer"]["spec"] == "tensorflow[and-cuda]==2.15.0.post1" and kinds["newer"]["verdict"] == "pass"
     assert kinds["newest"]["version"] == "2.21.0" and all(item["verdict"] == "pass" for item in result["nearest"])
+
+
+def test_requirements_get_a_fix_line_per_failing_package_and_for_the_set(tmp_path):
+    """-r: torch 2.3.1 (PyPI's cu121) with nvidia-cudnn-cu11 mixes CUDA majors: drop the cu11 cuDNN, or take torch's
+    cu118 build (it runs on an A100 with R550); torch 2.0.0 on an RTX 5090 gets its nearest yes as the line to write."""
+    mixed = write(tmp_path / "mixed.txt", "torch==2.3.1\nnvidia-cudnn-cu11==8.9.2.26\n")
+    data = json.loads(run_cli("explain", "-r", str(mixed), "--gpu", "A100", "--driver", "550.54.14", "--python", "3.11", "--json", check=0).stdout)
+    texts = [f["text"] for f in data["fixes"]]
+    assert texts[0].startswith("remove line 2 (nvidia-cudnn-cu11): torch 2.3.1 (cu121) is a CUDA 12 build")
+    assert texts[1].endswith("line 1 torch==2.3.1+cu118") and data["fixes"][1]["install"].endswith("/whl/cu118")
+    old = write(tmp_path / "old.txt", "torch==2.0.0\n")
+    data = json.loads(run_cli("explain", "-r", str(old), "--gpu", "RTX 5090", "--driver", "575.51.03", "--python", "3.11", "--json", check=0).stdout)
+    (fix,) = data["fixes"]
+    assert fix["text"].startswith("line 1: torch==2.7.0+cu128 instead of torch==2.0.0") and "cu128" in fix["install"]
+    text = run_cli("explain", "-r", str(mixed), "--gpu", "A100", "--driver", "550.54.14", "--python", "3.11", check=0).stdout
+    assert "Fix:" in text and "remove line 2 (nvidia-cudnn-cu11)" in text

@@ -101,6 +101,8 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
     pins = {pin.name: pin for pin in parsed.pins}
     conda_cuda = _conda_cuda(parsed.pins)
     rows, set_reasons, majors = [], [], []
+    frameworks: list[dict] = []  # the frameworks in the CUDA-major check, for its fix lines
+    wheels: list[tuple[Pin, int]] = []  # CUDA's own wheels in it, with their major
     gpu_names: set[str] = set()
     torch = next((pins[n] for n in TORCH_NAMES if n in pins), None)
     if torch is not None:
@@ -111,6 +113,7 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
         cuda = prediction.resolved.get("cuda_runtime")
         if cuda and variant != "cpu":
             majors.append((f"torch {question.version} ({prediction.resolved.get('variant', variant)})", int(cuda.split(".")[0])))
+            frameworks.append({"name": "torch", "pin": torch, "version": question.version, "major": int(cuda.split(".")[0])})
         if variant == "default" and not torch.conda and question.version:
             set_reasons += [r for r in (pin_rule(question.version, p.name, p.version) for p in parsed.pins if p.version) if r]
     tf = next((pins[n] for n in TF_NAMES if n in pins), None)
@@ -141,9 +144,61 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
         rows.append(_row(pin, f"{wheel.library}, CUDA {wheel.cuda or wheel.cuda_major or '?'}", prediction, []))
         if wheel.cuda_major:
             majors.append((pin.name, wheel.cuda_major))
+            wheels.append((pin, wheel.cuda_major))
     mixed = majors_rule(majors)
     set_reasons = ([mixed] if mixed else []) + set_reasons
-    return _summary(parsed, rows, set_reasons, gpu_names, where, python)
+    result = _summary(parsed, rows, set_reasons, gpu_names, where, python)
+    result["fixes"] = _package_fixes(rows, result["nearest"]) + (_major_fixes(frameworks, wheels, majors, where, python) if mixed else [])
+    return result
+
+
+def _package_fixes(rows: list[dict], nearest: dict) -> list[dict]:
+    """One fix line per failing framework: its nearest yes that installs (the smallest change first), as a line for the file."""
+    fixes = []
+    for row in rows:
+        if row["verdict"] == PASS or row["read_as"] not in nearest:
+            continue
+        step = next((n for n in nearest[row["read_as"]] if n.get("install") and n.get("verdict") == PASS), None)
+        if step is not None:
+            fixes.append({"for": row["package"], "line": row["line"], "text": f"line {row['line']}: {step['spec']} instead of "
+                          f"{row['typed']} ({step['label']})", "install": step["install"]["pip"]})
+    return fixes
+
+
+def _major_fixes(frameworks: list[dict], wheels: list[tuple[Pin, int]], majors: list, where: dict, python: str | None) -> list[dict]:
+    """For a set that mixes CUDA majors, the two ways out: drop CUDA's own wheels of the other major (the frameworks bring
+    their libraries for their own), or take torch's build for the wheels' major, where one exists and runs here."""
+    wheel_names = {pin.name for pin, _ in wheels}
+    framework_majors = {major for what, major in majors if what not in wheel_names}
+    if len(framework_majors) != 1:
+        return []  # frameworks of two majors (or none): no line to drop settles it
+    major = framework_majors.pop()
+    others = [(pin, m) for pin, m in wheels if m != major]
+    names = ", ".join(sorted({what for what, m in majors if what not in wheel_names}))
+    fixes = [{"for": "set", "line": None, "install": None,
+              "text": f"remove {', '.join(f'line {pin.line} ({pin.name})' for pin, _ in others)}: {names} "
+                      f"{'is a' if ',' not in names else 'are'} CUDA {major} build{'s' if ',' in names else ''} and bring{'s' if ',' not in names else ''} "
+                      f"{'its' if ',' not in names else 'their'} own CUDA {major} libraries"}]
+    torch = next((fw for fw in frameworks if fw["name"] == "torch"), None)
+    wanted = {m for _pin, m in others}
+    build = _torch_build_for(torch["version"], wanted.pop(), where, python) if torch and len(wanted) == 1 else None
+    if build is not None:
+        fixes.append({"for": "set", "line": torch["pin"].line, "install": build[1],
+                      "text": f"or keep them and take torch's build for their CUDA: line {torch['pin'].line} torch=={torch['version']}+{build[0]}"})
+    return fixes
+
+
+def _torch_build_for(version: str, major: int, where: dict, python: str | None) -> tuple[str, str] | None:
+    """(variant, pip command) of the newest torch build of this release for a CUDA major that runs on the GPU and driver."""
+    from ..knowledge import tables
+    from .advise import install_command
+
+    builds = sorted((r for r in tables.table("torch_builds") if r["release"] == tables.minor_series(version)
+                     and r["cuda"].split(".")[0] == str(major)), key=lambda r: tables.version(r["cuda"]), reverse=True)
+    for row in builds:
+        if predict_stack("torch", f"{version}+{row['variant']}", row["variant"], where["cc"], where["driver"], python).verdict == PASS:
+            return row["variant"], install_command("torch", version, row["variant"])
+    return None
 
 
 def _jax_rows(pins: dict, where: dict, python: str | None, set_reasons: list, majors: list, gpu_names: set, conda_cuda: str | None) -> list[dict]:

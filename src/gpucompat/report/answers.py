@@ -198,6 +198,10 @@ def requirements_view(result: dict, full_sources: bool = False, wide: bool = Fal
         ], [Step("line"), Step("read_as", into="package")], wide))
     if result["set"]:
         out += [Text("Together:"), checks_view(result["set"], [], sources)]
+    if result.get("fixes"):  # a line per failing package and for the set: what to change in the file
+        out.append(Text("Fix:"))
+        for fix in result["fixes"]:
+            out += [Padding(Text(fix["text"]), (0, 0, 0, 2)), *([WholeLine(fix["install"])] if fix["install"] else [])]
     for spec, items in result["nearest"].items():
         out += nearest_view(items, f"{gpu_text(t)}, driver {t['driver']}, instead of {spec}")
     return out + sources.view(full_sources)
