@@ -2,7 +2,9 @@
 
 Export, then import into an empty store: `results` reads the same (less what redaction takes out); a second import adds
 nothing; a tampered byte, a newer schema or a malformed file is refused in one sentence (exit 2) with the store
-untouched; `--source` picks what was run here, what was imported, or one site's sweeps.
+untouched; `--source` picks what was run here, what was imported, or one site's sweeps. Every bundle here is signed with
+the key of this module's own config directory (`site_key`), which the site trusts as its own: signatures, trust and
+unverified imports are tests/test_signed_bundles.py's.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import pytest
 
 from conftest import REPO, run_cli
 from test_postgres import postgres_url  # noqa: F401  (its PostgreSQL server, for the one test here that imports into one)
+from gpucompat import signing
+from gpucompat.bundle import SCHEMA
 from gpucompat.store import SCHEMA_VERSION, Store
 
 EVIDENCE = REPO / "docs" / "evidence"
 BENCH_DB = EVIDENCE / "bench-h100" / "bench.db"  # schema 4: bench figures, probe JSON with the GPU's state
 STATE_DB = EVIDENCE / "gpu-state-h100" / "gpu-state.db"  # host "vm", /opt/torch paths, cuda_env values, other processes
-IDS = ("cell", "sweep", "created_at", "source")  # what differs between a store and the one a bundle was imported into
+IDS = ("cell", "sweep", "created_at", "source", "signer")  # what differs between a store and the one a bundle was imported into
 
 
 def _copy(tmp_path, source, name="src.db") -> str:
@@ -49,14 +53,30 @@ def _lines(path) -> list[bytes]:
 
 
 def _rewrite(path, lines: list[bytes], digest: bool = True) -> None:
-    """Write lines back as a bundle; digest=True: with a trailer that matches (what a forger, not a flipped bit, does)."""
-    body = b"".join(lines[:-1])
-    trailer = json.dumps({"sha256": hashlib.sha256(body).hexdigest()}).encode() + b"\n" if digest else lines[-1]
+    """Write lines back as a bundle (they end with the sha256 line and the signature); digest=True: with a trailer that
+    matches, signed again with this site's key (what the site itself, not a flipped bit, does); False: the old trailer."""
+    end = next(i for i, line in enumerate(lines) if line.startswith(b'{"sha256":'))
+    body = b"".join(lines[:end])
+    if not digest:
+        path.write_bytes(gzip.compress(body + b"".join(lines[end:])))
+        return
+    sha = hashlib.sha256(body).hexdigest()
+    trailer = json.dumps({"sha256": sha}).encode() + b"\n" + json.dumps({"signature": signing.sign(signing.load_key(), sha)}).encode() + b"\n"
     path.write_bytes(gzip.compress(body + trailer))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def site_key(tmp_path_factory):
+    """This module's config directory (XDG_CONFIG_HOME) with a site key: every export here is signed, and trusted here."""
+    config = tmp_path_factory.mktemp("config")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CONFIG_HOME", str(config))
+        run_cli("key", check=0)
+        yield config
+
+
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, site_key):
     """The H100 bench store exported with --keep-hosts and without: (source db, kept bundle, redacted bundle); read only."""
     tmp_path = tmp_path_factory.mktemp("exported")
     db = _copy(tmp_path, BENCH_DB)
@@ -144,8 +164,8 @@ def test_a_damaged_bundle_is_refused_and_the_store_left_untouched(tmp_path, expo
         bad.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
     elif damage == "not a bundle":
         bad.write_bytes(gzip.compress(b'{"hello": "world"}\n'))
-    else:
-        bad.write_bytes(gzip.compress(b"".join(_lines(kept)[:-1])))
+    else:  # without its sha256 and signature lines
+        bad.write_bytes(gzip.compress(b"".join(_lines(kept)[:-2])))
     proc = run_cli("import", str(bad), "--db", into)
     assert proc.returncode == 2, proc.stderr
     sentence = proc.stderr.strip()
@@ -160,7 +180,7 @@ def test_a_damaged_bundle_is_refused_and_the_store_left_untouched(tmp_path, expo
 
 
 @pytest.fixture(scope="module")
-def state_bundle(tmp_path_factory):
+def state_bundle(tmp_path_factory, site_key):
     """The GPU-state store's checks as a bundle of another site: what the stores below hold before a refused import."""
     tmp_path = tmp_path_factory.mktemp("state")
     db = _copy(tmp_path, STATE_DB, "other.db")
@@ -173,16 +193,16 @@ def test_a_bundle_of_a_newer_schema_is_refused(tmp_path, exported, state_bundle)
     _db, kept, _redacted = exported
     lines = _lines(kept)
     header = json.loads(lines[0])
-    header["bundle"]["schema"] = 2
+    header["bundle"]["schema"] = SCHEMA + 1
     lines[0] = json.dumps(header, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    # a digest that matches: only the schema is wrong
+    # a digest that matches, signed: only the schema is wrong
     _refused_leaving_the_store_as_it_was(tmp_path, state_bundle, lines,
-                                         "is a bundle of schema 2, newer than this gpucompat reads (1): upgrade gpucompat")
+                                         f"is a bundle of schema {SCHEMA + 1}, newer than this gpucompat reads ({SCHEMA}): upgrade gpucompat")
 
 
 def test_a_well_sealed_bundle_with_a_bad_record_rolls_back_whole(tmp_path, exported, state_bundle):
-    """The digest matches (whoever wrote it sealed it), but a cell's result lacks its code: refused in the
-    transaction, after earlier sweeps were added, and none of them stays."""
+    """The digest matches and the signature verifies (whoever wrote it sealed it), but a cell's result lacks its code: refused
+    in the transaction, after earlier sweeps were added, and none of them stays."""
     _db, kept, _redacted = exported
     lines = _lines(kept)
     last_cell = max(i for i, line in enumerate(lines) if line.startswith(b'{"cell":'))
@@ -193,7 +213,7 @@ def test_a_well_sealed_bundle_with_a_bad_record_rolls_back_whole(tmp_path, expor
 
 
 def _refused_leaving_the_store_as_it_was(tmp_path, state_bundle, lines: list[bytes], sentence: str) -> None:
-    """A store that already holds another bundle imports these lines (sealed with a matching digest): exit 2,
+    """A store that already holds another bundle imports these lines (sealed with a matching digest and signed): exit 2,
     the sentence on stderr, and the store exactly as it was."""
     bad = tmp_path / "rewritten.gpucompat.gz"
     _rewrite(bad, lines)
@@ -225,15 +245,16 @@ def test_hosts_users_paths_and_environment_values_are_redacted_by_default(tmp_pa
 def test_the_site_name_comes_from_the_flag_the_environment_or_the_config(tmp_path):
     db = _copy(tmp_path, STATE_DB)
     out = tmp_path / "b.gpucompat.gz"
-    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "GPUCOMPAT_SITE": ""}
-    proc = run_cli("export", "--db", db, "--bundle", str(out), env=env)
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "GPUCOMPAT_SITE": ""}  # a config directory without a key: --unsigned
+    proc = run_cli("export", "--db", db, "--bundle", str(out), "--unsigned", env=env)
     assert proc.returncode == 2 and "give --site NAME, set GPUCOMPAT_SITE" in proc.stderr and not out.exists()
     (tmp_path / "config" / "gpucompat").mkdir(parents=True)
     (tmp_path / "config" / "gpucompat" / "config.toml").write_text('site = "from-config"\n')
-    assert "the site 'from-config'" in run_cli("export", "--db", db, "--bundle", str(out), env=env, check=0).stdout
-    assert "the site 'from-env'" in run_cli("export", "--db", db, "--bundle", str(out), env={**env, "GPUCOMPAT_SITE": "from-env"}, check=0).stdout
+    assert "the site 'from-config'" in run_cli("export", "--db", db, "--bundle", str(out), "--unsigned", env=env, check=0).stdout
+    assert "the site 'from-env'" in run_cli("export", "--db", db, "--bundle", str(out), "--unsigned", env={**env, "GPUCOMPAT_SITE": "from-env"},
+                                            check=0).stdout
     for bad in ("local", "imported", "a/b", "<script>", ""):
-        proc = run_cli("export", "--db", db, "--bundle", str(out), "--site", bad, env={**env, "GPUCOMPAT_SITE": "x"} if not bad else env)
+        proc = run_cli("export", "--db", db, "--bundle", str(out), "--unsigned", "--site", bad, env={**env, "GPUCOMPAT_SITE": "x"} if not bad else env)
         if bad:
             assert proc.returncode == 2 and "is not a site name" in proc.stderr, bad
     assert run_cli("export", "--db", db, "--bundle", str(tmp_path), "--site", "x").returncode == 2
@@ -273,8 +294,9 @@ def test_an_older_store_is_upgraded_and_a_newer_one_refused(tmp_path, exported):
     assert json.loads(run_cli("results", "--db", into, "--list", "--json", check=0).stdout)[0]["source"] == "local"  # read in memory
     run_cli("import", str(kept), "--db", into, check=0)  # a writer upgrades it
     with sqlite3.connect(into.removeprefix("sqlite:///")) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "5"
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "6"
         assert {r[1] for r in conn.execute("PRAGMA table_info(sweeps)")} >= {"source_id"}
+        assert {r[1] for r in conn.execute("PRAGMA table_info(sources)")} >= {"signer", "verified"}
         conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
     before = _dump(into)
     proc = run_cli("import", str(kept), "--db", into)

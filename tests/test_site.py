@@ -50,14 +50,19 @@ def _hostile_sweep(url: str) -> None:
 def published(tmp_path_factory):
     """A store as a site would hold one: an H200 sweep run here, an H100 bench sweep and GPU-state checks imported from
     two other sites, and the hostile sweep; and the site written from it. The GPU-state store also holds two checks run
-    where no GPU was visible (stored as NO_DEVICE, before the cause no-gpu): counted apart, never a GPU class."""
+    where no GPU was visible (stored as NO_DEVICE, before the cause no-gpu): counted apart, never a GPU class. h100-lab
+    signs its bundle with its own key, which this site trusts; state-lab's bundle is unsigned, imported with --untrusted."""
     tmp = tmp_path_factory.mktemp("site")
     shutil.copyfile(EVIDENCE / "knowledge-h200" / "knowledge.db", tmp / "store.db")
     url = f"sqlite:///{tmp / 'store.db'}"
-    for name, db in (("h100-lab", EVIDENCE / "bench-h100" / "bench.db"), ("state-lab", EVIDENCE / "gpu-state-h100" / "gpu-state.db")):
+    here, h100 = {"XDG_CONFIG_HOME": str(tmp / "here")}, {"XDG_CONFIG_HOME": str(tmp / "h100-lab-config")}
+    run_cli("key", env=h100, check=0)
+    run_cli("trust", "add", "h100-lab", str(tmp / "h100-lab-config" / "gpucompat" / "site-key.pub"), env=here, check=0)
+    for name, db, sign, trust in (("h100-lab", EVIDENCE / "bench-h100" / "bench.db", [], []),
+                                  ("state-lab", EVIDENCE / "gpu-state-h100" / "gpu-state.db", ["--unsigned"], ["--untrusted"])):
         shutil.copyfile(db, tmp / f"{name}.db")
-        run_cli("export", "--db", f"sqlite:///{tmp / name}.db", "--bundle", str(tmp / f"{name}.gz"), "--site", name, check=0)
-        run_cli("import", str(tmp / f"{name}.gz"), "--db", url, check=0)
+        run_cli("export", "--db", f"sqlite:///{tmp / name}.db", "--bundle", str(tmp / f"{name}.gz"), "--site", name, *sign, env=h100, check=0)
+        run_cli("import", str(tmp / f"{name}.gz"), "--db", url, *trust, env=here, check=0)
     _hostile_sweep(url)
     proc = run_cli("report", "--db", url, "--site", str(tmp / "site"), check=0)
     assert re.search(r"wrote \d+ pages under .*: \d+ stacks on 3 GPU classes", proc.stderr), proc.stderr
@@ -114,6 +119,28 @@ def test_a_stack_page_says_how_to_use_it_here_with_its_evidence_and_bench_figure
     text = (site / next(n for n in bench if n.startswith("stack-torch"))).read_text(encoding="utf-8")
     # its newest figures, from the bench sweep imported from h100-lab, though a newer check (state-lab) gave its verdict
     assert "<td>matmul</td>" in text and "TFLOP/s" in text and "(h100-lab)" in text and "(state-lab)" in text
+
+
+def test_each_page_names_its_sources_and_marks_what_is_unverified(published):
+    """state-lab's bundle was unsigned: every row, figure and install line from it says UNVERIFIED, and each GPU class's
+    and stack's page names its sources, verified or not; h100-lab's (signed, trusted) and this site's own say nothing."""
+    _url, site = published
+    pages = _pages(site)
+    fingerprint = re.search(r"h100-lab \(verified: key ([0-9a-f-]{19})\)", pages["index.html"]).group(1)
+    assert "state-lab (UNVERIFIED: unsigned)" in pages["index.html"] and "local (run here)" in pages["index.html"]
+    h100 = next(text for name, text in pages.items() if name.startswith("gpu-NVIDIA-H100"))
+    sources = re.search(r'<p class="meta sources">(.*?)</p>', h100).group(1)
+    assert f"h100-lab (verified: key {fingerprint})" in sources and '<span class="unverified-mark">state-lab (UNVERIFIED: unsigned)</span>' in sources
+    rows = re.findall(r'<tr class="([a-z ]+)"[^>]*>(.*?)</tr>', h100, re.S)
+    assert rows and all(("unverified" in css) == ("(state-lab)" in row) for css, row in rows)
+    assert all("UNVERIFIED" in row for css, row in rows if "unverified" in css)
+    assert any("(h100-lab)" in row and "UNVERIFIED" not in row for _css, row in rows)
+    for name, text in pages.items():  # every stack page names its sources; only state-lab's rows are marked
+        if name.startswith("stack-"):
+            assert '<p class="meta sources">Sources: ' in text, name
+            assert ("state-lab" in text) == ("UNVERIFIED" in text), name
+    index_rows = re.findall(r'<tr data-framework="[^"]+"><td><a href="stack-[^"]+">.*?</tr>', pages["index.html"], re.S)
+    assert any("state-lab <b class=\"unverified-mark\">UNVERIFIED</b>" in row for row in index_rows)
 
 
 def test_the_source_filter_and_a_second_run(published, tmp_path):

@@ -8,13 +8,18 @@ A bundle is gzip-compressed JSON lines, one object of one key per line, keys sor
     {"cell": {"ref": ..., "stack": ..., "target": ..., "result": {...}, "prediction": {...}, "bench": [...]}}  one line per cell
     ...
     {"sha256": "..."}                                                                the sha256 of every byte above it
+    {"signature": {"algorithm": "ed25519", "fingerprint": ..., "public_key": ..., "value": ...}}   the site's key over that sha256
+
 
 Each row carries every column the store keeps (verdict, evidence, the probe's raw JSON, bench figures), so an
 imported sweep reads exactly as it did where it ran, less what redact.py takes out (host and user names,
-paths, environment values) unless exported with keep_hosts. Import checks the whole file before it opens the
-store (format, schema, digest), then adds every sweep it does not hold yet in one transaction, each with its
-provenance in the sources table: a sweep is known by its digest, so importing a bundle twice, or two bundles
-that share sweeps, adds nothing the second time. A refused bundle leaves the store as it was.
+paths, environment values) unless exported with keep_hosts. Export signs with the site's key (signing.py; without
+one, only `--unsigned` writes a bundle, and it has no signature line). Import checks the whole file before it opens the
+store (format, schema, every line's JSON nesting, digest, then the signature: one that does not verify is refused
+always, and an unsigned bundle or one signed by a key this site does not trust is refused unless `--untrusted`), then
+adds every sweep it does not hold yet in one transaction, each with its provenance in the sources table, with the key
+that signed it and whether it was verified: a sweep is known by its digest, so importing a bundle twice, or two
+bundles that share sweeps, adds nothing the second time. A refused bundle leaves the store as it was.
 """
 
 from __future__ import annotations
@@ -32,16 +37,17 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from . import __version__
+from . import __version__, signing
 from .errors import UserError
-from .paths import open_user_file, size_words
+from .knowledge.overlay import json_too_deep
+from .paths import config_dir, open_user_file, size_words
 from .redact import Redactor
+from .signing import RESERVED_SITES, check_name
+from .signing import SITE_NAME as _SITE
 from .store import Store, bench, cells, predictions, results, sources, stacks, sweeps, targets
 
 FORMAT = "gpucompat-bundle"
-SCHEMA = 1  # the bundle's own schema: a bundle of a newer one is refused, never half-read
-RESERVED_SITES = ("local", "imported")  # `--source` words, so no site may take them
-_SITE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._@+-]{0,63}")
+SCHEMA = 2  # the bundle's own schema: a bundle of a newer one is refused, never half-read (2: a signature line may end it)
 _REFS = frozenset({"id", "sweep_id", "cell_id", "stack_id", "target_id", "source_id"})  # the store's own ids, remapped on import
 _BATCH = 2000
 # What import reads at most, uncompressed: a bundle of a year of a large site's sweeps is far smaller (a cell's
@@ -49,10 +55,13 @@ _BATCH = 2000
 MAX_LINE_BYTES = 64 << 20
 MAX_BUNDLE_BYTES = 4 << 30
 MAX_RECORDS = 1_000_000
+# How deep a line's JSON may nest: a cell's line, with the probe's whole record, nests at most 12 deep in every GPU store
+# kept in docs/evidence; the parser recurses once a level, and a line nested 200,000 deep ended it in RecursionError.
+MAX_DEPTH = 64
 
 
 def config_file() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")) / "gpucompat" / "config.toml"
+    return config_dir() / "config.toml"
 
 
 def site_name(given: str | None) -> str:
@@ -72,10 +81,7 @@ def site_name(given: str | None) -> str:
             raise UserError(f"cannot read the config file {path}: {exc}; fix it or give --site NAME.") from None
     if not name:
         raise UserError(f'a bundle names the site it comes from: give --site NAME, set GPUCOMPAT_SITE, or write site = "NAME" in {path}.')
-    if not isinstance(name, str) or not _SITE.fullmatch(name) or name.lower() in RESERVED_SITES:
-        raise UserError(f"{where}: {str(name)[:70]!r} is not a site name: 1 to 64 letters, digits, spaces or ._@+- starting with a letter or "
-                        f"digit, and not {' or '.join(RESERVED_SITES)}.")
-    return name
+    return check_name(name, where)
 
 
 def _dumps(record: dict) -> bytes:
@@ -124,9 +130,14 @@ def _redacted(redactor: Redactor | None, record: dict) -> dict:
     return shown
 
 
-def export(store: Store, path: Path, sweep_ids: list[int] | None, site: str | None, keep_hosts: bool) -> dict:
-    """Write the sweeps (default: every sweep run here) into a bundle at path; what was written."""
+def export(store: Store, path: Path, sweep_ids: list[int] | None, site: str | None, keep_hosts: bool, unsigned: bool = False) -> dict:
+    """Write the sweeps (default: every sweep run here) into a bundle at path, signed with the site's key (unless unsigned);
+    what was written."""
     site = site_name(site)
+    key = None if unsigned else signing.load_key()
+    if key is None and not unsigned:
+        raise UserError(f"this site has no signing key in {config_dir()}, so the bundle cannot be signed: run `gpucompat key` once to make "
+                        "one, or give --unsigned to write a bundle other sites import only with --untrusted.")
     chosen = list(dict.fromkeys(sweep_ids)) if sweep_ids else [s["id"] for s in store.list_sweeps("local")]
     if not chosen:
         raise UserError(f"no sweep run here is stored in {store.shown}, so there is nothing to export; run `gpucompat sweep PLAN` first.")
@@ -158,12 +169,15 @@ def export(store: Store, path: Path, sweep_ids: list[int] | None, site: str | No
                     digest.update(line)
                     out.write(line)
             out.write(_dumps({"sha256": digest.hexdigest()}))
+            signature = signing.sign(key, digest.hexdigest()) if key is not None else None
+            if signature is not None:
+                out.write(_dumps({"signature": signature}))
         os.replace(temporary, path)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise UserError(f"cannot write the bundle {str(path)!r}: {exc.strerror or exc}.") from None
     return {"path": str(path), "site": site, "sweeps": counts["sweeps"], "cells": counts["cells"], "sha256": digest.hexdigest(),
-            "bytes": path.stat().st_size, "redacted": redactor is not None}
+            "bytes": path.stat().st_size, "redacted": redactor is not None, "signed_by": signature["fingerprint"] if signature else None}
 
 
 # -- import ------------------------------------------------------------------------------------
@@ -201,22 +215,44 @@ def _lines(path: Path) -> Iterator[bytes]:
 
 
 def _json(path: Path, line: bytes, what: str):
+    """A line's record; refused where it is not JSON, or nests deeper than MAX_DEPTH (before the parser recurses into it)."""
     try:
-        return json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _refused(path, f"is not a gpucompat bundle ({what} is not JSON)") from None
+    _bounded(path, text, what)
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
         raise _refused(path, f"is not a gpucompat bundle ({what} is not JSON)") from None
 
 
-def verify(path: Path) -> dict:
-    """Read the whole bundle once: its header, the schema, the sha256 it carries against its content, and each sweep's
-    digest (what makes an import happen once). Refused with one sentence if any of it is wrong; nothing is opened."""
+def _bounded(path: Path, text: str, what: str) -> None:
+    if json_too_deep(text, MAX_DEPTH):
+        raise _refused(path, f"nests JSON deeper than {MAX_DEPTH} levels in {what}, deeper than any record gpucompat writes")
+
+
+def verify(path: Path, untrusted: bool = False) -> dict:
+    """Read the whole bundle once: its header, the schema, every line's nesting, the sha256 it carries against its content,
+    the signature over that sha256 and whether this site trusts its key, and each sweep's digest (what makes an import
+    happen once). Refused with one sentence if any of it is wrong; nothing is opened. A signature that does not verify is
+    refused always; an unsigned bundle, or one signed by a key not trusted here, unless `untrusted` (then its sweeps are
+    imported marked unverified)."""
     path = Path(path)
-    digest, header, pending, found = hashlib.sha256(), None, None, []
-    for line in _lines(path):
-        if pending is not None:
-            digest.update(pending)
-            if found:
-                found[-1]["hash"].update(pending)
+    digest, header, found, trailer, signature = hashlib.sha256(), None, [], None, None
+    for number, line in enumerate(_lines(path), start=1):
+        if signature is not None:
+            raise _refused(path, "is not a gpucompat bundle (it goes on after its signature)")
+        if trailer is not None:  # after the sha256, only the signature
+            record = _json(path, line, "its signature line")
+            if not isinstance(record, dict) or set(record) != {"signature"}:
+                raise _refused(path, "is not a gpucompat bundle (it goes on after its sha256 with something other than a signature)")
+            signature = record["signature"]
+            continue
+        if line.startswith(b'{"sha256":'):
+            trailer = _json(path, line, "its sha256 line")
+            continue
+        digest.update(line)
         if header is None:
             record = _json(path, line, "its first line")
             header = record.get("bundle") if isinstance(record, dict) else None
@@ -234,10 +270,12 @@ def verify(path: Path) -> dict:
             if not isinstance(site, str) or not _SITE.fullmatch(site) or site.lower() in RESERVED_SITES:
                 raise _refused(path, "is not a gpucompat bundle (a sweep names no valid site)")
             found.append({"site": site, "origin": sweep.get("origin"), "hash": hashlib.sha256(site.encode() + b"\n")})
-        pending = line
-    if header is None or pending is None:
+        else:  # read again, and parsed, by merge(): here only bounded, so that a line nested too deep is refused before the store opens
+            _bounded(path, line.decode("utf-8", "replace"), f"line {number}")
+        if found:
+            found[-1]["hash"].update(line)
+    if header is None:
         raise _refused(path, "is not a gpucompat bundle (it is empty)")
-    trailer = _json(path, pending, "its last line")
     if not isinstance(trailer, dict) or set(trailer) != {"sha256"}:
         raise _refused(path, "is not a whole gpucompat bundle (it does not end with its sha256: cut short?)")
     if trailer["sha256"] != digest.hexdigest():
@@ -245,7 +283,28 @@ def verify(path: Path) -> dict:
     for sweep in found:
         origin = sweep.pop("hash").hexdigest()
         sweep["origin"] = sweep["origin"] if isinstance(sweep["origin"], str) and re.fullmatch(r"[0-9a-f]{64}", sweep["origin"]) else origin
-    return {"path": path, "header": header, "sha256": digest.hexdigest(), "sweeps": found}
+    checked = {"path": path, "header": header, "sha256": digest.hexdigest(), "sweeps": found, **_signer(path, signature, digest.hexdigest())}
+    if not checked["verified"] and not untrusted:
+        if checked["signer"] is None:
+            raise _refused(path, "is not signed, so nothing says which site wrote it: import it with --untrusted to keep its sweeps marked "
+                                 "unverified in every view")
+        raise _refused(path, f"is signed by the key {checked['signer']}, which this site does not trust: `gpucompat trust add NAME KEYFILE` "
+                             "with that site's public key file trusts it, or --untrusted imports it marked unverified")
+    return checked
+
+
+def _signer(path: Path, signature, digest: str) -> dict:
+    """Who signed the bundle and whether this site trusts that key: {signer (fingerprint, None: unsigned), public_key,
+    trusted_as (the trusted key's name), verified}; a signature that does not verify is refused."""
+    if signature is None:
+        return {"signer": None, "public_key": None, "trusted_as": None, "verified": False}
+    try:
+        signer = signing.check(signature, digest)
+    except signing.BadSignature as exc:
+        raise _refused(path, f"carries a signature that does not verify ({exc}): it was changed after it was signed, so it is refused "
+                             "whatever is trusted") from None
+    name = next((k["name"] for k in signing.trusted() if k["key"] == signer["public_key"]), None)
+    return {"signer": signer["fingerprint"], "public_key": signer["public_key"], "trusted_as": name, "verified": name is not None}
 
 
 def _fits(kind, value) -> bool:
@@ -276,7 +335,8 @@ def _row(table: sa.Table, body, path: Path, what: str) -> dict:
 
 
 def merge(store: Store, checked: dict) -> dict:
-    """Add the bundle's sweeps that the store does not hold yet (verify() first), in one transaction, each with its provenance."""
+    """Add the bundle's sweeps that the store does not hold yet (verify() first), in one transaction, each with its provenance
+    and the key that signed it (verified: a key this site trusts)."""
     path, header = checked["path"], checked["header"]
     origins = [s["origin"] for s in checked["sweeps"]]
     added, known, cell_count = [], 0, 0
@@ -328,8 +388,10 @@ def merge(store: Store, checked: dict) -> dict:
                 provenance = {"site": body.get("site"), "gpucompat": header.get("gpucompat"), "exported_at": header.get("exported_at"),
                               "imported_at": time.time(), "sweep": body.get("ref"), "plan_sha256": body.get("plan_sha256"),
                               "redacted": header.get("redacted"), "bundle_sha256": checked["sha256"],
-                              "first": body.get("provenance")}  # where an imported sweep was exported again: its first provenance
-                source_id = conn.execute(sources.insert().values(site=body["site"], origin=origin, data=provenance)).inserted_primary_key[0]
+                              "first": body.get("provenance"),  # where an imported sweep was exported again: its first provenance
+                              "signature": {k: checked[k] for k in ("signer", "public_key", "trusted_as", "verified")}}
+                source_id = conn.execute(sources.insert().values(site=body["site"], origin=origin, data=provenance, signer=checked["signer"],
+                                                                 verified=checked["verified"])).inserted_primary_key[0]
                 sweep_id = conn.execute(sweeps.insert().values(**_row(sweeps, body, path, "sweep"), source_id=source_id)).inserted_primary_key[0]
                 added.append({"id": sweep_id, "site": body["site"], "was": body.get("ref"), "name": body.get("name")})
                 maps = {"target": {}, "stack": {}}
@@ -349,4 +411,5 @@ def merge(store: Store, checked: dict) -> dict:
     return {"path": str(path), "site": header["site"], "gpucompat": header.get("gpucompat"), "sha256": checked["sha256"],
             "exported_at": datetime.datetime.fromtimestamp(header["exported_at"]).isoformat(timespec="seconds")
             if isinstance(header.get("exported_at"), (int, float)) else None,
-            "added": added, "known": known, "cells": cell_count}
+            "added": added, "known": known, "cells": cell_count,
+            **{k: checked[k] for k in ("signer", "trusted_as", "verified")}}

@@ -301,7 +301,7 @@ def results(
         table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed", "Untested", "Source")
         for s in sweeps:
             table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0),
-                          str(s["untested"] or 0), escape(s["source"]))
+                          str(s["untested"] or 0), escape(s["source"] + ("" if s.get("verified", True) else " (UNVERIFIED)")))
         out.print(table)
         return
     if bench:

@@ -23,6 +23,11 @@ def data_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")) / "gpucompat"
 
 
+def config_dir() -> Path:
+    """Where a user's settings live: config.toml, the site's signing key and the keys it trusts (signing.py)."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")) / "gpucompat"
+
+
 def default_url() -> str:
     """The database a command uses without --db: $GPUCOMPAT_DB, else a SQLite file under data_dir()."""
     return os.environ.get("GPUCOMPAT_DB") or f"sqlite:///{data_dir() / 'gpucompat.db'}"

@@ -290,6 +290,9 @@ class Store:
             conn.execute(sa.text("ALTER TABLE results ADD COLUMN observed BOOLEAN NOT NULL DEFAULT TRUE"))
         if found in (1, 2):  # 2 -> 3: a column on stacks
             conn.execute(sa.text("ALTER TABLE stacks ADD COLUMN resolve_cause VARCHAR(32)"))
+        if found == 5:  # 5 -> 6: who signed each imported sweep; those imported before signatures are unverified
+            conn.execute(sa.text("ALTER TABLE sources ADD COLUMN signer VARCHAR(64)"))
+            conn.execute(sa.text("ALTER TABLE sources ADD COLUMN verified BOOLEAN NOT NULL DEFAULT FALSE"))
         metadata.create_all(conn)
         if found in (1, 2, 3, 4):  # 4 -> 5: a column on sweeps, once the sources table exists
             conn.execute(sa.text("ALTER TABLE sweeps ADD COLUMN source_id INTEGER REFERENCES sources(id)"))
@@ -443,7 +446,8 @@ class Store:
         )
         query = (
             sa.select(sweeps.c.id, sweeps.c.name, sweeps.c.kind, sweeps.c.status, sweeps.c.created_at,
-                      counts.c.cells, counts.c.done, counts.c.passed, counts.c.untested, sa.func.coalesce(sources.c.site, "local").label("source"))
+                      counts.c.cells, counts.c.done, counts.c.passed, counts.c.untested, sa.func.coalesce(sources.c.site, "local").label("source"),
+                      sa.func.coalesce(sources.c.verified, sa.true()).label("verified"), sources.c.signer)
             .select_from(sweeps.outerjoin(counts, counts.c.sweep_id == sweeps.c.id).outerjoin(sources, sources.c.id == sweeps.c.source_id))
             .order_by(sweeps.c.id)
         )
@@ -616,6 +620,8 @@ def _result_rows_query(source: str | None, framework: str | None, bound: bool = 
             _import_fact("cudnn").label("probe_cudnn"), results.c.probe["system"]["python"].as_string().label("probe_python"),
             predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
             predictions.c.reasons.label("predicted_reasons"), sa.func.coalesce(sources.c.site, "local").label("source"),
+            # a sweep run here is this site's own; an imported one is verified where a key this site trusts signed it
+            sa.func.coalesce(sources.c.verified, sa.true()).label("verified"), sources.c.signer,
         )
         .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
                      .join(sweeps, sweeps.c.id == cells.c.sweep_id).outerjoin(sources, sources.c.id == sweeps.c.source_id)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 5  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table; 5: sources, sweeps.source_id
+SCHEMA_VERSION = 6  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table; 5: sources, sweeps.source_id;
+# 6: sources.signer, sources.verified
 
 metadata = sa.MetaData()
 
@@ -20,6 +21,9 @@ sources = sa.Table(  # where an imported sweep came from (bundle.py); a sweep ru
     sa.Column("site", sa.Text, nullable=False, index=True),
     sa.Column("origin", sa.String(64), nullable=False, unique=True),  # the sweep's digest: each is imported once
     sa.Column("data", sa.JSON, nullable=False),  # the bundle's provenance: gpucompat version, plan digest, times, its id there
+    sa.Column("signer", sa.String(64)),  # the fingerprint of the key that signed the bundle (signing.py); None: unsigned
+    # True: signed by a key this site trusted when it imported the sweep; False: imported with --untrusted (or before signatures)
+    sa.Column("verified", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 sweeps = sa.Table(
     "sweeps", metadata,

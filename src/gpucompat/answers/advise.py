@@ -139,6 +139,8 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
         observed.append({"source": "observed", "version": row["version"], "variant": row["variant"], "python": row["python"],
                          "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
                          "cuda_runtime": row.get("cuda_runtime") or None,
+                         # where it was observed, and False where a bundle no key this site trusts brought it (`import --untrusted`)
+                         "site": row.get("source") or "local", "verified": row.get("verified", True),
                          # a container stack's answer is its image, where a uv stack's is a pip command
                          "install": install_command(framework, version, row["variant"]) if row["env"] == "uv"
                          else image_line(row["image"]) if row.get("image") else None,

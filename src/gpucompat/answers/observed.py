@@ -94,6 +94,8 @@ def _row(raw: dict) -> dict:
             "version": version, "variant": raw["variant"], "python": shown_python(raw), "gpu": raw["gpu"],
             "cc": raw["cc"] or "", "driver": raw["driver"] or "", "code": raw["code"] or "PENDING", "stage": raw["stage"] or "",
             "observed": bool(raw["observed"]) if raw["code"] else None, "reason": raw["summary"] or "", "source": raw.get("source") or "local",
+            # False: imported from a bundle no key this site trusts signed (`import --untrusted`)
+            "verified": raw.get("verified") is None or bool(raw["verified"]), "signer": raw.get("signer"),
             "build": build, "build_from": build_from}
 
 
@@ -187,7 +189,9 @@ def matching(rows: list[dict], framework: str, release: str, variant: str | None
     of the asked Python first, newest first. A cell answers for the build it is (stored_build): torch's default as
     the release's default label, never another build (cu126 asked is not cu130 stored). A cell whose build was not
     recorded answers only a question that left the build open (`build_named` False: `jax==0.11.2`, not
-    `jax[cuda12]==0.11.2`). Cells of another Python are kept for decide() to mention, never to decide."""
+    `jax[cuda12]==0.11.2`). Cells of another Python are kept for decide() to mention, never to decide. A verified cell (run
+    here, or imported under a key this site trusts) comes before an unverified one, however new: a bundle nobody vouches for
+    never outranks the site's own observation."""
     wanted = _same_build(framework, _base(release), release.split("+", 1)[1] if "+" in release else variant)
     found = []
     for row in rows:
@@ -208,7 +212,7 @@ def matching(rows: list[dict], framework: str, release: str, variant: str | None
         if driver and row.get("driver") and row["driver"].split(".")[0] != driver.split(".")[0]:
             continue
         found.append({**row, "asked_variant": variant, "same_python": python is None or _same_python(str(row["python"]), python)})
-    return sorted(found, key=lambda r: (r["same_python"], r.get("created_at") or 0, r["cell"]), reverse=True)
+    return sorted(found, key=lambda r: (r["same_python"], r.get("verified", True), r.get("created_at") or 0, r["cell"]), reverse=True)
 
 
 def _same_python(stored: str, asked: str) -> bool:
@@ -239,8 +243,9 @@ def decide(result: dict, observations: list[dict]) -> dict:
         return result
     newest = observations[0]
     when = datetime.datetime.fromtimestamp(newest["created_at"]).strftime("%Y-%m-%d") if newest.get("created_at") else "?"
-    site = newest.get("source") or "local"
+    site, verified = newest.get("source") or "local", newest.get("verified", True)
     where = f"{newest['gpu']}, driver {newest.get('driver') or '?'}" + ("" if site == "local" else f", at {site}")
+    where += "" if verified else " (UNVERIFIED: imported without a signature from a key this site trusts)"
     verdict = observed_verdict(newest)
     build, why = shown_build(newest, newest.get("asked_variant"))
     result.update(
@@ -248,7 +253,8 @@ def decide(result: dict, observations: list[dict]) -> dict:
         decided_by=f"observed: {build}{f' ({why})' if why else ''} {newest['code']} on {where}, Python {newest['python']}, "
                    f"in sweep {newest['sweep']} on {when}",
         observed={"code": newest["code"], "stage": newest.get("stage"), "sweep": newest["sweep"], "date": when,
-                  "gpu": newest["gpu"], "driver": newest.get("driver"), "site": site, "reason": newest.get("reason"),
+                  "gpu": newest["gpu"], "driver": newest.get("driver"), "site": site, "verified": verified, "signer": newest.get("signer"),
+                  "reason": newest.get("reason"),
                   "build": build, "build_note": why, "build_from": newest.get("build_from"), "python": newest["python"],
                   "cells": len(observations), "passed": sum(1 for r in observations if r["code"] == PASS)},
         verdict=verdict, code=None if verdict == "pass" else newest["code"], stage=newest.get("stage"))

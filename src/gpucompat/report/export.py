@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 from .rows import Verdicts
 
 COLUMNS = ["cell", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver",
-           "cuda_runtime", "cudnn", "code", "cause", "stage", "reason", "warnings", "gpu_note", "observed", "predicted", "predicted_code", "surprise"]
+           "cuda_runtime", "cudnn", "code", "cause", "stage", "reason", "warnings", "gpu_note", "source", "verified", "observed", "predicted",
+           "predicted_code", "surprise"]
 
 
 def to_json(sweep: dict, verdicts: Verdicts) -> str:
@@ -51,7 +52,11 @@ def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
     from .rows import python_differs, seed_table
 
     surprises, valid, invalid = verdicts.surprises, verdicts.valid, verdicts.invalid
+    from .rows import unverified_note
+
     lines = [f"# gpucompat sweep {sweep['id']}: {_md_cell(sweep['name'])}", ""]
+    note = unverified_note(verdicts.valid + verdicts.invalid + verdicts.untested)
+    lines += [f"**{_md_cell(note)}**", ""] if note else []
     if surprises:
         lines += ["## Surprises (observed differs from predicted)", ""]
         lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "CC", "Observed", "Predicted", "Reason"],

@@ -25,7 +25,7 @@ from .. import __version__
 from ..model import PASS, UNTESTED
 from ..quoting import printable
 from .rows import display_row, is_surprise, python_differs, seed_table, troubled_gpus
-from .rows import apart_cause, apart_summary, is_gpu_class
+from .rows import apart_cause, apart_summary, is_gpu_class, unverified_note
 
 PLAIN_CSS = {"PASS", "NO_MATCH", "TIMEOUT", "ENV_UNRESOLVABLE", "ENV_INSTALL_FAILED", "INTERNAL", "PENDING", "UNTESTED"}
 
@@ -166,4 +166,4 @@ def render(sweep: dict, raw_rows: list[dict], bench_rows: list[dict] | None = No
                            surprises=[r for r in verdicts if r["surprise"]], valid=seed_table(valid, False, by_python),
                            invalid=seed_table(invalid, True, by_python),
                            untested=untested, troubled=troubled_gpus([r for r in apart if r["code"] == UNTESTED]),
-                           bench=_bench(bench_rows, telemetry, mig_reference, profiles))
+                           bench=_bench(bench_rows, telemetry, mig_reference, profiles), unverified=unverified_note(rows))

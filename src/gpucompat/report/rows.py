@@ -52,7 +52,23 @@ def _display_row(row: dict) -> dict:
         "predicted_code": row.get("predicted_code") or "",
         "predicted_reason": next((r["text"] for r in row.get("predicted_reasons") or [] if r["verdict"] == row.get("predicted")), ""),
         "source": row.get("source") or "local",  # where it was observed: "local" (run here) or the site a bundle came from
+        # False: imported from a bundle no key this site trusts signed (`import --untrusted`); its signer's fingerprint, if signed
+        "verified": row.get("verified") is None or bool(row["verified"]),
+        "signer": row.get("signer"),
     }
+
+
+def unverified_note(rows: list[dict]) -> str:
+    """One sentence where some rows were imported unverified: how many, from which sites; '' where every row is verified."""
+    sites: dict[str, int] = {}
+    for row in rows:
+        if not row.get("verified", True):
+            sites[row["source"]] = sites.get(row["source"], 0) + 1
+    if not sites:
+        return ""
+    count = sum(sites.values())
+    return (f"UNVERIFIED: {count} {'cell was' if count == 1 else 'cells were'} imported from {', '.join(map(repr, sorted(sites)))} "
+            "without a signature from a key this site trusts (import --untrusted): that site's word, not checked")
 
 
 def is_surprise(row: dict) -> bool:

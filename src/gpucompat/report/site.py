@@ -6,7 +6,9 @@ page per stack (`stack-*.html`) with its verdict on each GPU class, the evidence
 figures and how to install it (answers.advise's install command, or its image); one page per GPU class
 (`gpu-*.html`) with every stack's verdict there. Only real GPU classes and stacks are shown: the stand-in target of a
 machine without a GPU is no class, a stack none of whose cells could be tested (not installed here) is no stack, and
-the cells that could not be tested are counted apart on each page, by cause with its sentence (build() says how).
+the cells that could not be tested are counted apart on each page, by cause with its sentence (build() says how). Each
+page names its sources (local, or each site a bundle came from, verified or not), and every row, figure and install line
+imported without a signature from a key this site trusts is marked UNVERIFIED.
 Jinja2 escapes every value; a Content-Security-Policy forbids every fetch, so the site needs no network to view; it
 is whole without JavaScript (a small inline script only filters the index's list). A second run replaces the pages
 of the first; a directory that holds other files is refused.
@@ -64,14 +66,16 @@ def _release(version: str) -> tuple:
 
 def newest(raw_rows: list[dict], cells: dict | None = None) -> list[dict]:
     """Each stack's newest result on each GPU class (the newest verdict; an untested or pending cell only where there is
-    none), as display rows with their evidence as text. cells, if given, gets every cell's (stack, sweep time, sweep, source)."""
+    none), as display rows with their evidence as text. cells, if given, gets every cell's (stack, sweep time, sweep, source,
+    verified)."""
     best: dict[tuple, tuple] = {}
     for raw in raw_rows:
         code = raw["code"]
         stack = (raw["framework"], shown_version(raw), raw["variant"], shown_python(raw), raw["env"], raw.get("image") or "")
         key = (stack, raw["gpu"], raw["cc"] or "")
         if cells is not None:
-            cells[raw["cell_id"]] = (stack, raw.get("created_at") or 0, raw.get("sweep_id"), raw.get("source") or "local")
+            cells[raw["cell_id"]] = (stack, raw.get("created_at") or 0, raw.get("sweep_id"), raw.get("source") or "local",
+                                     raw.get("verified") is None or bool(raw["verified"]))
         # a verdict before a cell that could not be tested (no verdict, README), both before one still pending
         rank = (code is not None and code != UNTESTED, code is not None, raw.get("created_at") or 0, raw["cell_id"])
         if key not in best or rank > best[key][0]:
@@ -112,7 +116,26 @@ def _how_to_use(stack: tuple, passed: list[dict], cache: dict) -> list[dict]:
     if not what:
         return []
     return [{"gpu": r["gpu"], "cc": r["cc"], "driver": r["driver"], "command": what, "source": r.get("source") or "local",
-             "gpu_page": r["gpu_page"]} for r in passed]
+             "verified": r["verified"], "gpu_page": r["gpu_page"]} for r in passed]
+
+
+def _sources(rows: list[dict]) -> list[dict]:
+    """Where a page's rows came from, each source once: local (run here) first, then each site, verified or not, with how
+    many of the rows it gave and the key that signed them."""
+    found: dict[tuple, dict] = {}
+    for row in rows:
+        source = row.get("source") or "local"
+        entry = found.setdefault((source != "local", source, row["verified"]),
+                                 {"site": source, "verified": row["verified"], "signer": row.get("signer"), "cells": 0})
+        entry["cells"] += 1
+    for entry in found.values():
+        if entry["site"] == "local":
+            entry["label"] = "local (run here)"
+        elif entry["verified"]:
+            entry["label"] = f"{entry['site']} (verified: key {entry['signer']})"
+        else:
+            entry["label"] = f"{entry['site']} (UNVERIFIED: " + (f"key {entry['signer']} not trusted here)" if entry["signer"] else "unsigned)")
+    return [found[key] for key in sorted(found)]
 
 
 def _counts(rows: list[dict]) -> dict:
@@ -172,10 +195,11 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
     figures: dict[tuple, dict] = {}  # each stack's newest figure of each measurement on each GPU class, from whichever sweep took it
     for figure in bench_rows:
         if figure["cell"] in every:
-            stack, when, sweep, origin = every[figure["cell"]]  # origin: where it was taken (never the site's --source)
+            stack, when, sweep, origin, verified = every[figure["cell"]]  # origin: where it was taken (never the site's --source)
             key = (stack, figure["gpu"], figure["cc"], figure["measurement"], figure["dtype"], figure.get("processes") or 1)
             if key not in figures or (when, figure["cell"]) > figures[key][0]:
-                figures[key] = ((when, figure["cell"]), {**bench_display(figure), "sweep": sweep, "source": origin, "when": _day(when)})
+                figures[key] = ((when, figure["cell"]), {**bench_display(figure), "sweep": sweep, "source": origin, "verified": verified,
+                                                          "when": _day(when)})
     by_stack: dict[tuple, list[dict]] = {}
     for key, (_when, shown) in sorted(figures.items(), key=lambda item: (item[0][1], item[0][2], item[0][3], item[0][4], item[0][5])):
         by_stack.setdefault(key[0], []).append(shown)
@@ -190,7 +214,8 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         stack_pages.append({"key": key, "label": label, "file": _slug("stack", label), "framework": key[0], "version": key[1],
                             "variant": key[2], "python": key[3], "env": key[4], "image": key[5], "rows": mine, "before": before,
                             "counts": counts, "apart": apart_summary(apart_by_stack.get(key, [])), "figures": by_stack.get(key, []),
-                            "use": _how_to_use(key, [r for r in mine if r["status"] == "valid"], commands)})
+                            "use": _how_to_use(key, [r for r in mine if r["status"] == "valid"], commands),
+                            "sources": _sources(mine + before + apart_by_stack.get(key, []))})
         for r in mine + before + apart_by_stack.get(key, []):
             r["stack_page"] = stack_pages[-1]["file"]
     matrix = []
@@ -213,11 +238,12 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         counts = _counts(here)
         counts["untested"] = len(apart_by_class.get(g, []))  # every cell on it that could not be tested, of a shown stack or not
         gpus.append({"name": g[0], "cc": g[1], "file": gpu_pages[g], "sections": sections, "counts": counts,
-                     "apart": apart_summary(apart_by_class.get(g, [])), "drivers": sorted({r["driver"] for r in here if r["driver"]})})
+                     "apart": apart_summary(apart_by_class.get(g, [])), "drivers": sorted({r["driver"] for r in here if r["driver"]}),
+                     "sources": _sources(here + apart_by_class.get(g, []))})
     shown = grid_rows + off
     counts = _counts(shown)
     counts["untested"] = len(apart)
-    return {"title": title, "source": source, "sources": sorted({r.get("source") or "local" for r in rows}),
+    return {"title": title, "source": source, "sources": _sources(rows),
             "classes": [{"name": g[0], "cc": g[1], "file": gpu_pages[g]} for g in classes],
             "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": counts, "apart": apart_summary(apart),
             "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__}

@@ -178,9 +178,11 @@ def _duration(seconds) -> Text:
 
 
 def _failure(row: dict, stage: bool) -> Text:
-    """A failure code, its stage if asked, and whether it was only predicted: 'NO_DEVICE (device, predicted)'."""
+    """A failure code, its stage if asked, whether it was only predicted, and whether it was imported unverified:
+    'NO_DEVICE (device, predicted)', 'NO_DEVICE (unverified)'."""
     notes = [row["stage"]] if stage and row.get("stage") else []
     notes += [] if row.get("observed", True) else ["predicted"]
+    notes += [] if row.get("verified", True) else ["unverified"]
     code = Text(row["code"], style=CODE_STYLE.get(row["code"], "red"))
     return Text.assemble(code, f" ({', '.join(notes)})") if notes else code
 
@@ -245,9 +247,13 @@ def surprises_view(rows: list[dict], wide: bool = False):
 
 def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict], per_cell: bool = True, wide: bool = False) -> list[FitTable]:
     """Surprises first, then the valid and the invalid cells (one row each, or the seed's grouped tables);
-    each fits the width it is printed at, or with `wide` shows every column."""
+    each fits the width it is printed at, or with `wide` shows every column. Where some cells were imported unverified,
+    each table's title counts them and a sentence after the tables says from where."""
+    from .rows import unverified_note
+
     if per_cell:
-        notes = [Text("; ".join(r["warnings"])) for r in valid]
+        notes = [Text.assemble(("" if r.get("verified", True) else "UNVERIFIED" + ("; " if r["warnings"] else ""), "bold yellow"),
+                               "; ".join(r["warnings"])) for r in valid]
         tables = [
             FitTable(f"Valid combinations ({len(valid)})", [*cell_columns(valid), Col("notes", "Notes", notes, "flex", 20, share=0)],
                      CELL_STEPS, wide),
@@ -268,6 +274,12 @@ def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]
              Col("stage", "Stage", [_text(r["stage"]) for r in surprises]),
              Col("predicted", "Predicted", predicted, "flex", 30)],
             _steps(surprises), wide, title_style="bold red"))
+    note = unverified_note(surprises + valid + invalid)
+    if note:
+        for table, rows in zip(tables, ([surprises] if surprises else []) + [valid, invalid]):
+            count = sum(1 for r in rows if not r.get("verified", True))
+            table.title += f" — {count} UNVERIFIED" if count else ""
+        tables.append(Text(note, style="bold yellow"))
     return tables
 
 
@@ -280,10 +292,11 @@ class AdviseTable:
 
     def _table(self, install: list[Text], kind: str) -> FitTable:
         items = self.items
-        notes = [Text(("conditional: " if i.get("verdict") == "conditional" else "")  # it needs the system's CUDA (answers/conditions.py)
-                      + ("; ".join(i["warnings"]) or (f"sweep {i['sweep']}, driver {i['driver']}" if i["source"] == "observed" else "")),
-                      style="blue" if i.get("verdict") == "conditional" else "")
-                 for i in items]
+        notes = [Text.assemble(  # an observation imported without a trusted signature says so first (answers.advise: verified)
+            (f"UNVERIFIED (imported from {printable(i.get('site'))}); " if not i.get("verified", True) else "", "bold yellow"),
+            Text(("conditional: " if i.get("verdict") == "conditional" else "")  # it needs the system's CUDA (answers/conditions.py)
+                 + ("; ".join(i["warnings"]) or (f"sweep {i['sweep']}, driver {i['driver']}" if i["source"] == "observed" else "")),
+                 style="blue" if i.get("verdict") == "conditional" else "")) for i in items]
         return FitTable(escape(self.result["note"]), [
             Col("source", "Source", [_text(i["source"]) for i in items]),
             Col("version", "Version", [_text(i["version"]) for i in items], "words"),
