@@ -97,16 +97,22 @@ def load_key():
     return key
 
 
-def _write_new(path: Path, data: bytes, mode: int) -> None:
-    """data into a new file at path with mode, never over one that is there (written beside it, then linked in)."""
+def _partial(path: Path, data: bytes, mode: int) -> Path:
+    """data in a new file beside path, with mode whatever the umask, flushed to disk: what is then linked or renamed in."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    partial.unlink(missing_ok=True)
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        os.fchmod(fd, mode)  # whatever the umask
-        os.write(fd, data)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(fd, mode)
+        out.write(data)
+        out.flush()
         os.fsync(fd)
-    finally:
-        os.close(fd)
+    return partial
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """data into a new file at path, never over one that is there (linked in: FileExistsError where one is)."""
+    partial = _partial(path, data, mode)
     try:
         os.link(partial, path)
     finally:
@@ -114,17 +120,8 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:
-    """data swapped in at path whole (written beside it, then renamed over it)."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
-    partial.unlink(missing_ok=True)
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        os.fchmod(fd, mode)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(partial, path)
+    """data swapped in at path whole (renamed over it)."""
+    os.replace(_partial(path, data, mode), path)
 
 
 def _directory() -> Path:
