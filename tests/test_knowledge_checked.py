@@ -125,7 +125,7 @@ def test_dry_run_lists_the_wheels_and_their_bytes_and_fetches_none(served, env, 
     assert bool([m for m, p in served.methods if m == "HEAD"]) is not json_pages
     assert not Path(env["GPUCOMPAT_KNOWLEDGE"]).exists()
     proc = run_cli("knowledge", "update", "--index", served.url, "--dry-run", env=env, check=0)
-    assert "dry run:" in proc.stdout and f"at most {result['fetch']['bytes']:,} bytes" in proc.stdout and "torch-2.15.0" in proc.stdout
+    assert "dry run:" in proc.stdout and f"at most {result['fetch']['bytes']:,} bytes" in proc.stdout and "torch-2.16.0" in proc.stdout
 
 
 def test_a_real_run_says_the_bytes_before_it_fetches(served, env):  # noqa: F811
@@ -184,7 +184,7 @@ def test_a_damaged_overlay_is_replaced_by_the_next_update(served, env):  # noqa:
     _overlay(env, {"torch_builds.csv": (TORCH_COLUMNS + ROW.format(cuda="banana")).encode()})
     result = update(env, "--index", served.url)
     assert "banana" in result["replaced_damaged"]
-    proc = run_cli("explain", "torch==2.15.0", "--gpu", "H100", "--driver", "580.95.05", "--json", env=env, check=0)
+    proc = run_cli("explain", "torch==2.16.0", "--gpu", "H100", "--driver", "580.95.05", "--json", env=env, check=0)
     assert json.loads(proc.stdout)["verdict"] == "pass" and "warning:" not in proc.stderr
 
 

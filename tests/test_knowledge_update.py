@@ -76,12 +76,13 @@ def wheelhouse(tmp_path_factory) -> Path:
     torch_lib = cuda_library(work, "libtorch_cuda.so", *TORCH_ARCHS)
     jax_lib = cuda_library(work, "xla_cuda_plugin.so", *JAX_ARCHS)
     filler = os.urandom(3 << 20)  # the CPU half of a torch wheel: bytes a kernel reader has no reason to fetch
-    make_wheel(folder, "torch", "2.15.0", "cp312-cp312-manylinux_2_28_x86_64",
+    # releases one past the newest the packaged tables include (newest_releases.csv: torch 2.15, jax 0.12)
+    make_wheel(folder, "torch", "2.16.0", "cp312-cp312-manylinux_2_28_x86_64",
                {"torch/__init__.py": b"", "torch/lib/libtorch_cuda.so": torch_lib, "torch/lib/libtorch_cpu.bin": filler},
                ("nvidia-cuda-runtime==13.0.96",))
     make_wheel(folder, "nvidia-cuda-runtime", "13.0.96", "py3-none-manylinux_2_28_x86_64", {"nvidia/cu13/__init__.py": b""}, python=">=3")
-    make_wheel(folder, "jaxlib", "0.12.0", "cp312-cp312-manylinux_2_28_x86_64", {"jaxlib/__init__.py": b""})
-    make_wheel(folder, "jax-cuda13-plugin", "0.12.0", "cp312-cp312-manylinux_2_28_x86_64",
+    make_wheel(folder, "jaxlib", "0.13.0", "cp312-cp312-manylinux_2_28_x86_64", {"jaxlib/__init__.py": b""})
+    make_wheel(folder, "jax-cuda13-plugin", "0.13.0", "cp312-cp312-manylinux_2_28_x86_64",
                {"jax_cuda13_plugin/__init__.py": b"", "jax_cuda13_plugin/xla_cuda_plugin.so": jax_lib})
     # TensorFlow 2.22 (its [and-cuda] extra pins CUDA 12.5 and cuDNN 9.3) and a CuPy release past the tables
     tf_lib = cuda_library(work, "libtensorflow_cc.so", *TF_ARCHS)
@@ -212,7 +213,7 @@ def overlay_files(env) -> dict[str, bytes]:
 def test_update_learns_a_new_torch_and_jax_and_explain_answers_from_it(server, wheelhouse, env, tmp_path):
     result = update(env, "--index", server.url, "--plan", str(tmp_path / "new.toml"))
     torch = next(e for e in result["learned"] if e["package"] == "torch")
-    assert (torch["release"], torch["versions"]) == ("2.15", ["2.15.0"])
+    assert (torch["release"], torch["versions"]) == ("2.16", ["2.16.0"])
     default = torch["variants"][0]
     assert (default["variant"], default["cuda"], default["how"]) == ("cu130", "13.0", "read")  # from uv's pin nvidia-cuda-runtime==13.0.96
     assert default["sass"].split(";") == TORCH_ARCHS[0] and default["ptx"].split(";") == TORCH_ARCHS[1]
@@ -223,27 +224,27 @@ def test_update_learns_a_new_torch_and_jax_and_explain_answers_from_it(server, w
     assert 0 < torch["bytes"] < torch_wheel - (2 << 20)
     assert result["range_requests"] is True and result["rows"]["torch_builds"] == 1
 
-    proc = run_cli("explain", "torch==2.15.0", "--gpu", "H100", "--driver", "580.95.05", "--json", env=env, check=0)
+    proc = run_cli("explain", "torch==2.16.0", "--gpu", "H100", "--driver", "580.95.05", "--json", env=env, check=0)
     answer = json.loads(proc.stdout)
     assert answer["verdict"] == "pass"
     learned = [r for r in answer["reasons"] if r["source"].startswith(f"learned from {server.url.rstrip('/')} on ")]
     assert {r["rule"] for r in learned} >= {"PyPI default build", "architecture"}, answer["reasons"]
-    proc = run_cli("explain", "jax[cuda13]==0.12.0", "--gpu", "T4", "--driver", "580.95.05", "--python", "3.12", "--json", env=env, check=0)
+    proc = run_cli("explain", "jax[cuda13]==0.13.0", "--gpu", "T4", "--driver", "580.95.05", "--python", "3.12", "--json", env=env, check=0)
     assert json.loads(proc.stdout)["verdict"] == "pass"  # sm_75 read from the plugin's own library
-    proc = run_cli("explain", "jax[cuda13]==0.12.0", "--gpu", "A100", "--driver", "580.95.05", "--python", "3.12", "--json", env=env, check=0)
+    proc = run_cli("explain", "jax[cuda13]==0.13.0", "--gpu", "A100", "--driver", "580.95.05", "--python", "3.12", "--json", env=env, check=0)
     failed = json.loads(proc.stdout)  # sm_75 SASS does not run on CC 8.0 and compute_90 PTX cannot be JIT-compiled down to it
     assert (failed["verdict"], failed["code"]) == ("fail", "ARCH_UNSUPPORTED")
     assert any(r["rule"] == "architecture" and r["verdict"] == "fail" and "learned from" in r["source"] for r in failed["reasons"])
 
     # a release the index does not have is no such release, naming the newest known, not an uncertain answer
-    proc = run_cli("explain", "torch==2.16.0", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
-    assert "no such release" in proc.stderr and "2.15.0" in proc.stderr and "gpucompat knowledge update" in proc.stderr
+    proc = run_cli("explain", "torch==2.17.0", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
+    assert "no such release" in proc.stderr and "2.16.0" in proc.stderr and "gpucompat knowledge update" in proc.stderr
     proc = run_cli("explain", "torch==2.4.7", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
     assert "no such release" in proc.stderr and "knowledge update" not in proc.stderr  # older than the newest: it never will be
 
     # the plan of what is new: `gpucompat sweep` accepts it (a dry run resolves it against the same index)
     plan = (tmp_path / "new.toml").read_text()
-    assert 'framework = "torch"' in plan and 'versions = ["2.15.0"]' in plan and 'variants = ["cuda13"]' in plan
+    assert 'framework = "torch"' in plan and 'versions = ["2.16.0"]' in plan and 'variants = ["cuda13"]' in plan
     assert 'targets = "local"' in plan
     out = tmp_path / "dry"
     proc = run_cli("sweep", str(tmp_path / "new.toml"), "--dry-run", "--out", str(out), env={**env, "UV_DEFAULT_INDEX": server.url}, check=0)
@@ -254,7 +255,7 @@ def test_a_second_update_keeps_what_it_read_and_fetches_no_wheel(server, env):
     update(env, "--index", server.url)
     before = overlay_files(env)
     again = update(env, "--index", server.url)
-    assert again["bytes_fetched"] == 0  # torch 2.15 and jax 0.12 were read the first time: only the index pages are read
+    assert again["bytes_fetched"] == 0  # torch 2.16 and jax 0.13 were read the first time: only the index pages are read
     assert {(e["package"], v["how"]) for e in again["learned"] for v in e["variants"] if e["package"] != "cupy-cuda13x"} == {
         ("torch", "kept from the last update"), ("jax", "kept from the last update"), ("tensorflow", "kept from the last update")}
     assert overlay_files(env)["torch_builds.csv"] == before["torch_builds.csv"]
@@ -279,7 +280,8 @@ def test_without_range_requests_the_kernels_are_inferred_and_nothing_is_download
     assert torch["variants"][0]["how"] == "inferred" and result["range_requests"] is False
     assert result["bytes_fetched"] == 0
     rows = Path(env["GPUCOMPAT_KNOWLEDGE"], "torch_builds.csv").read_text()
-    assert "inferred from torch 2.14 cu130" in rows and "range requests" in rows  # the previous release of the same variant
+    assert "inferred from torch 2.15 cu130" in rows and "range requests" in rows  # the previous release of the same variant
+    assert ",low," in rows  # 2.15 cu130 is itself inferred (low confidence): so is what is inferred from it
 
 
 def test_offline_answers_from_what_is_there(server, wheelhouse, env, tmp_path):
@@ -287,8 +289,8 @@ def test_offline_answers_from_what_is_there(server, wheelhouse, env, tmp_path):
     proc = run_cli("explain", "torch==9.9", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
     assert "no such release" in proc.stderr and "2.15.0" in proc.stderr
     proc = run_cli("explain", "torch==2.15.0", "--gpu", "H100", "--driver", "580.95.05", "--json", env=env, check=0)
-    newer = json.loads(proc.stdout)
-    assert newer["verdict"] == "uncertain" and any("gpucompat knowledge update" in n for n in newer["notes"])
+    shipped = json.loads(proc.stdout)  # the newest release on the shipped list is one the shipped tables describe
+    assert shipped["verdict"] == "pass" and not any("gpucompat knowledge update" in n for n in shipped["notes"])
     # --offline with an index asks nothing and changes nothing
     shown = update(env, "--index", server.url, "--offline")
     assert shown["changed"] is False and server.requests == [] and overlay_files(env) == {}
@@ -346,23 +348,23 @@ def test_a_wheel_name_gives_its_release_and_pythons():
 
 
 def test_a_release_past_the_packaged_list_is_learned_from_a_wheelhouse(wheelhouse, env, tmp_path):
-    """torch 2.16.0 is on no list the tables shipped with: the update adds its Python window and release list, so
-    explain knows it exists (and that 2.17.0, past it, does not), offline."""
+    """torch 2.17.0 is on no list the tables shipped with: the update adds its Python window and release list, so
+    explain knows it exists (and that 2.18.0, past it, does not), offline."""
     folder = tmp_path / "wheelhouse"
     shutil.copytree(wheelhouse, folder)
     with zipfile.ZipFile(next(wheelhouse.glob("torch-*.whl"))) as archive:
         library = archive.read("torch/lib/libtorch_cuda.so")
-    make_wheel(folder, "torch", "2.16.0", "cp313-cp313-manylinux_2_28_x86_64", {"torch/lib/libtorch_cuda.so": library},
+    make_wheel(folder, "torch", "2.17.0", "cp313-cp313-manylinux_2_28_x86_64", {"torch/lib/libtorch_cuda.so": library},
                ("nvidia-cuda-runtime==13.0.96",))
     result = update(env, "--wheelhouse", str(folder), "--offline")
-    assert [e["release"] for e in result["learned"] if e["package"] == "torch"] == ["2.15", "2.16"]
-    assert "torch,2.16.0,3.13," in Path(env["GPUCOMPAT_KNOWLEDGE"], "python_wheels.csv").read_text()
-    proc = run_cli("explain", "torch==2.16.0", "--gpu", "H100", "--driver", "580.95.05", "--python", "3.13", "--json", env=env, check=0)
+    assert [e["release"] for e in result["learned"] if e["package"] == "torch"] == ["2.16", "2.17"]
+    assert "torch,2.17.0,3.13," in Path(env["GPUCOMPAT_KNOWLEDGE"], "python_wheels.csv").read_text()
+    proc = run_cli("explain", "torch==2.17.0", "--gpu", "H100", "--driver", "580.95.05", "--python", "3.13", "--json", env=env, check=0)
     answer = json.loads(proc.stdout)
     assert answer["verdict"] == "pass" and any(r["rule"] == "wheel for this Python" and "learned from the wheelhouse" in r["source"]
                                                for r in answer["reasons"])
-    proc = run_cli("explain", "torch==2.17.0", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
-    assert "no such release" in proc.stderr and "go up to 2.16.0" in proc.stderr
+    proc = run_cli("explain", "torch==2.18.0", "--gpu", "H100", "--driver", "580.95.05", env=env, check=2)
+    assert "no such release" in proc.stderr and "go up to 2.17.0" in proc.stderr
 
 
 def test_tensorflow_and_cupy_releases_past_the_tables(server, env):

@@ -227,13 +227,16 @@ def section_wheels(lines: list[str]) -> Counter:
         wheel = Path(data["target"]).name
         if not WHEEL_NAME.match(wheel):
             continue
-        row = next((r for r in rows if r["source"].startswith(f"read from {wheel} ")), None)
+        # a row cites every wheel that fell on it: "read from A, B and C with gpucompat inspect (...)"
+        row = next((r for r in rows if r["source"].startswith("read from ")
+                    and wheel in re.split(r", | and ", r["source"][len("read from "):].split(" with gpucompat inspect", 1)[0])), None)
         if row is None:
             result, documented = "no row in the tables", "—"
         else:
             documented = row["source"].split(" ; documented: ", 1)[1].split(" (", 1)[0]
-            said = set(filter(None, documented.split(" / ")[0].split(";")))
-            result = "agree" if said == set(filter(None, row["sass"].split(";"))) else "differs: the table now follows the wheel"
+            said = set(filter(None, documented.split(" / ")[0].split(";"))) - {"-"}
+            result = ("new row: no document gave its list" if not said else
+                      "agree" if said == set(filter(None, row["sass"].split(";"))) else "differs: the table now follows the wheel")
         counts[result.split(":")[0]] += 1
         shown = f"{row['sass'].replace(';', ' ')} / {row['ptx'].replace(';', ' ') or '—'}" if row else "—"
         lines.append(f"| {wheel} | {documented.replace(';', ' ')} | {shown} | {result} |")

@@ -104,6 +104,9 @@ def torch_builds(shared: Path) -> None:
         rows.append({"release": release, "variant": r["cuda_variant"], "cuda": r["cuda_version"], "sass": sass, "ptx": ptx,
                      "confidence": r["confidence"], "source": f"{r['source']} ({r['arch_list_evidence_type']})"})
     old = _facts("torch_builds_old.csv")  # 1.0-1.7: arch lists from pytorch/builder history, sourced per row
+    # rows a primary source corrects in the shared file (each says what it corrects and whether it is inferred): in its place
+    new = {(r["release"], r["variant"]): r for r in _facts("torch_builds_new.csv")}
+    rows = [new.pop((r["release"], r["variant"]), r) for r in rows] + list(new.values())
     seen, unique = set(), []
     for row in old + rows:  # patch releases share their minor series' build
         if (row["release"], row["variant"]) not in seen:
@@ -134,7 +137,7 @@ def torch_pypi_default(measure: bool = True) -> None:
     for version, python in [("1.13.1", "3.10"), ("2.0.1", "3.11"), ("2.1.2", "3.11"), ("2.2.2", "3.12"), ("2.3.1", "3.12"),
                             ("2.4.1", "3.12"), ("2.5.1", "3.12"), ("2.6.0", "3.12"), ("2.7.1", "3.12"), ("2.8.0", "3.12"),
                             ("2.9.1", "3.12"), ("2.10.0", "3.12"), ("2.11.0", "3.12"), ("2.12.0", "3.12"), ("2.13.0", "3.12"),
-                            ("2.14.0", "3.12")]:
+                            ("2.14.0", "3.12"), ("2.15.0", "3.12")]:
         proc = subprocess.run(
             ["uv", "pip", "compile", "-", "--python-version", python, "--python-platform", "x86_64-manylinux_2_28",
              "--no-header", "--no-annotate", "--no-build"],
@@ -197,7 +200,7 @@ def known_defects() -> None:
 
 
 EVIDENCE_WHEELS = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "wheels"
-WHEEL = re.compile(r"(torch|tensorflow|jax_cuda1[0-9]_plugin|cupy_cuda[0-9]+x?)-([0-9]+\.[0-9]+(?:\.[0-9]+)?)-", re.ASCII)
+WHEEL = re.compile(r"(torch|tensorflow|jax_cuda1[0-9]_plugin|cupy_cuda[0-9]+x?)-([0-9]+(?:\.[0-9]+){1,3})-", re.ASCII)
 
 
 def _read(name: str) -> tuple[list[str], list[dict]]:
@@ -210,8 +213,15 @@ def _row_for_wheel(package: str, version: str, tables: dict) -> tuple[str, dict]
     series = ".".join(version.split(".")[:2])
     if package == "torch":  # the PyPI wheel is the release's default build
         default = next((r for r in tables["torch_pypi_default.csv"][1] if r["release"] == series), None)
-        return next((("torch_builds.csv", r) for r in tables["torch_builds.csv"][1]
-                     if default and r["release"] == series and r["variant"] == default["variant"]), None)
+        if default is None:
+            return None
+        row = next((r for r in tables["torch_builds.csv"][1] if r["release"] == series and r["variant"] == default["variant"]), None)
+        if row is None:  # a release no document gives a list for yet: the wheel alone makes its row
+            row = {"release": series, "variant": default["variant"], "cuda": default["cuda"], "sass": "", "ptx": "", "confidence": "high",
+                   "source": f"read from the wheel ; documented: - / - (no document read gives this build's list; PyPI's default build "
+                             f"is {default['variant']} per torch_pypi_default.csv: {default['source']})"}
+            tables["torch_builds.csv"][1].append(row)
+        return "torch_builds.csv", row
     if package == "tensorflow":
         return next((("tensorflow_builds.csv", r) for r in tables["tensorflow_builds.csv"][1] if r["release"] == series), None)
     if package.startswith("jax_cuda"):  # the row in force for that version (rows hold from their version on)
@@ -224,13 +234,25 @@ def _row_for_wheel(package: str, version: str, tables: dict) -> tuple[str, dict]
     return ("cupy_archs.csv", max(rows, key=lambda r: _driver_key(r["series"]))) if rows else None
 
 
+def _archs(files: list[dict], kind: str) -> list[str]:
+    # keeps arch-specific (sm_90a, compute_90a) and family (compute_110f) names apart from the plain ones
+    return sorted({a for f in files for a in f[kind]}, key=lambda a: (int(re.sub(r"[^0-9]", "", a)), a))
+
+
+def _wheel_order(path: Path) -> tuple:
+    found = WHEEL.match(path.name)
+    return (found.group(1), _driver_key(found.group(2)), path.name) if found else (path.name, (), "")
+
+
 def inspected_wheels() -> None:
     """Where a published wheel was read with `gpucompat inspect` (docs/evidence/wheels/), its kernels are ground
     truth: the row takes the wheel's SASS/PTX and cites it, keeping what the documents said. For torch only
-    libtorch_cuda*.so count (the bundled cuBLAS/cuDNN carry more architectures than torch's own kernels)."""
+    libtorch_cuda*.so count (the bundled cuBLAS/cuDNN carry more architectures than torch's own kernels).
+    Several wheels may fall on one row (patch releases of a torch series, the JAX releases a row holds for): they
+    must carry the same lists, or the row is wrong for some of them and the build stops saying which."""
     tables = {name: _read(name) for name in ("torch_pypi_default.csv", "torch_builds.csv", "tensorflow_builds.csv", "jax_builds.csv", "cupy_archs.csv")}
-    changed = set()
-    for path in sorted(EVIDENCE_WHEELS.glob("*.json")):
+    read: dict[int, tuple[str, dict, list]] = {}  # id(row) -> (table, row, [(wheel, json name, sass, ptx)])
+    for path in sorted(EVIDENCE_WHEELS.glob("*.json"), key=_wheel_order):
         data = json.loads(path.read_text())
         wheel = Path(data["target"]).name
         found = WHEEL.match(wheel)
@@ -238,15 +260,23 @@ def inspected_wheels() -> None:
         if not target:
             continue
         files = [f for f in data["files"] if found.group(1) != "torch" or "libtorch_cuda" in f["file"]]
-        sass = sorted({a for f in files for a in f["sass"]}, key=lambda a: (int(re.sub(r"[^0-9]", "", a)), a))
-        ptx = sorted({a for f in files for a in f["ptx"]}, key=lambda a: (int(re.sub(r"[^0-9]", "", a)), a))
         name, row = target
+        read.setdefault(id(row), (name, row, []))[2].append((wheel, path.name, _archs(files, "sass"), _archs(files, "ptx")))
+    changed = set()
+    for name, row, wheels in read.values():
+        lists = {(tuple(sass), tuple(ptx)) for _w, _j, sass, ptx in wheels}
+        if len(lists) > 1:
+            raise SystemExit(f"{name}: the wheels {', '.join(w for w, *_ in wheels)} fall on one row but carry different kernels "
+                             f"({'; '.join(' '.join(s + p) for s, p in sorted(lists))}): split the row in its facts")
+        (sass, ptx), = lists
         documented = row["source"].split(" ; documented: ", 1)[-1] if row["source"].startswith("read from ") else \
             f"{row['sass'] or '-'} / {row['ptx'] or '-'} ({row['source']})"
         if "confidence" in row:
             row["confidence"] = "high"  # the kernels themselves, not a document about them
-        row.update(sass=";".join(sass), ptx=";".join(ptx),
-                   source=f"read from {wheel} with gpucompat inspect (docs/evidence/wheels/{path.name}) ; documented: {documented}")
+        names = [w for w, *_ in wheels]
+        cited = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        where = f"docs/evidence/wheels/{wheels[0][1]}" if len(wheels) == 1 else "docs/evidence/wheels/, one JSON each; identical lists"
+        row.update(sass=";".join(sass), ptx=";".join(ptx), source=f"read from {cited} with gpucompat inspect ({where}) ; documented: {documented}")
         changed.add(name)
     for name in sorted(changed):
         write(name, *tables[name])

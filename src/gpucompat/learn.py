@@ -323,7 +323,7 @@ class Learner:
             entry["bytes"] += spent
         else:
             before = self.previous("torch_builds", lambda r: r["variant"] == variant and Version(r["release"]) < Version(series), "release")
-            row = {"sass": before["sass"] if before else "", "ptx": before["ptx"] if before else "", "confidence": "low" if before is None else "medium",
+            row = {"sass": before["sass"] if before else "", "ptx": before["ptx"] if before else "", "confidence": "low" if before is None or before["confidence"] == "low" else "medium",  # an inference from a guess is a guess
                    "source": f"{self.source}: inferred from torch {before['release']} {variant} ({before['source'][:200]}): the index ignores "
                              "range requests, so the wheel's kernels were not read" if before else
                              f"{self.source}: the index ignores range requests and no earlier {variant} build is known"}
