@@ -10,6 +10,7 @@ which Pythons it failed. Builds on other indexes (torch's +cuXXX builds on downl
 reachable from here and are left out: the rule says nothing of them.
 
     python tools/build_install_checks.py [--jobs 4] [--frameworks tensorflow,jax,cupy,torch]
+    python tools/build_install_checks.py --releases jax==0.12.0,jax==0.12.0.1,torch==2.15.0   # only these; other rows kept
 """
 
 from __future__ import annotations
@@ -92,11 +93,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--frameworks", default="tensorflow,jax,cupy,torch")
+    parser.add_argument("--releases", default="", help="framework==version,...: resolve only these releases' builds and keep "
+                        "every other row of the current file (for a release new to the tables)")
     args = parser.parse_args()
-    work = [(framework, *item) for framework in args.frameworks.split(",") for item in releases(framework)]
+    only = {tuple(item.split("==", 1)) for item in args.releases.split(",") if item}
+    frameworks = list(dict.fromkeys(f for f, _v in only)) if only else args.frameworks.split(",")
+    work = [(framework, *item) for framework in frameworks for item in releases(framework) if not only or (framework, item[0]) in only]
     print(f"{len(work)} install lines to resolve", file=sys.stderr)
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = [row for row in pool.map(lambda item: check(*item), work) if row]
+    if only:  # the other rows stay as they are, in the file's order (framework as listed, then release, then variant)
+        with OUT.open(newline="") as handle:
+            kept = [r for r in csv.DictReader(handle) if (r["framework"], r["release"]) not in only]
+        order = list(dict.fromkeys([r["framework"] for r in kept] + [r["framework"] for r in rows]))
+        rows = sorted(kept + rows, key=lambda r: (order.index(r["framework"]), Version(r["release"]), r["variant"]))
     with OUT.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, ["framework", "release", "variant", "requirement", "resolves", "failing_pythons", "reason", "source"])
         writer.writeheader()
