@@ -74,7 +74,7 @@ def test_an_empty_advise_says_why_and_what_would_work(tmp_path):
     assert [(p["version"], p["variant"]) for p in old["predicted"]] == [("0.4.30", "cuda12")]  # the 0.4 series' release with 3.9 wheels
     none = advise_json("jax", "--gpu", "RTX 4090", "--driver", "550", "--python", "3.7", db=db)
     assert none["predicted"] == [] and none["empty"].startswith("No jax release the knowledge holds is predicted to run on")
-    assert "lacks wheels for Python 3.7" in none["empty"] and "jax[cuda12]==0.11.2 would run with Python 3.12 to 3.15" in none["empty"]
+    assert "lacks wheels for Python 3.7" in none["empty"] and "jax[cuda12]==0.12.0.1 would run with Python 3.12 to 3.15" in none["empty"]  # the newest jax the tables include (newest_releases.csv: 0.12)
     text = run_cli("advise", "jax", "--gpu", "RTX 4090", "--driver", "550", "--python", "3.7", "--db", f"sqlite:///{db}", env=WIDTH, check=0)
     assert none["empty"] in joined(text.stdout) and "┏" not in text.stdout  # a sentence, not an empty table
     old_driver = advise_json("torch", "--gpu", "V100", "--driver", "384.81", "--python", "3.6", db=db)

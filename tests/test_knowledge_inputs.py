@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, run_cli
 from gpucompat.envs import current
 from gpucompat.errors import UserError
-from gpucompat.knowledge import fatbin
+from gpucompat.knowledge import fatbin, tables
 from gpucompat.answers.explain import explain
 from gpucompat.knowledge.rules import predict_stack
 
@@ -22,7 +22,6 @@ H100 = (None, "9.0", "580.65.06")
 
 @pytest.mark.parametrize("spec, driver", [
     ("cupy-cuda99x==14.0.0", "580.65.06"),      # a package PyPI's file lists in the tables do not hold
-    ("jax[cuda13]==0.12.0", "580.65.06"),       # past the newest jax the tables were checked against (0.11)
     ("cuda-runtime==6.5", "580.65.06"),         # older than the tables' CUDA 7.0
     ("cuda-runtime==14.0", "620.1"),            # a driver past the tables' newest row: its reach is unknown
 ])
@@ -31,6 +30,16 @@ def test_releases_the_knowledge_does_not_hold_are_uncertain(spec, driver):
     assert result["verdict"] == "uncertain", result["reasons"]
     deciding = [r for r in result["reasons"] if r["verdict"] == "uncertain"]
     assert any("no data for" in r["text"] or "not in the knowledge tables" in r["text"] for r in deciding), deciding
+
+
+def test_a_jax_release_past_the_newest_the_tables_include_is_uncertain(monkeypatch):
+    """jax rows hold from their version on, so past the newest series they were checked against (newest_releases.csv)
+    they would be a guess. The packaged tables include PyPI's newest jax, so they are made to stop one series earlier."""
+    real = tables.newest_release
+    monkeypatch.setattr(tables, "newest_release", lambda framework: {**real("jax"), "newest": "0.11"} if framework == "jax" else real(framework))
+    result = explain("jax[cuda13]==0.12.0", None, "9.0", "580.65.06", "3.12")
+    assert result["verdict"] == "uncertain", result["reasons"]
+    assert any("no data for jax 0.12.0" in r["text"] and r["source"] for r in result["reasons"] if r["verdict"] == "uncertain")
 
 
 @pytest.mark.parametrize("spec", ["cupy-cuda12x==99", "jax[cuda12]==99.0", "torch==99", "torch==99+cu130", "tensorflow==99.0"])

@@ -5,6 +5,9 @@ CUDA build PyPI's default torch wheel is, read from the nvidia-cuda-runtime pin 
 `uv pip compile torch==V` gives (needs network; --skip-pypi keeps the old file).
 
     python tools/build_knowledge.py [--shared ../shared/knowledge] [--skip-pypi]
+
+Last it rewrites newest_releases.csv (tools/build_newest_releases.py: the newest PyPI release each framework's
+tables include, with its upload date; --skip-pypi keeps the dates the file has).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 import re
 import subprocess
 from pathlib import Path
+
+import build_newest_releases  # tools/, beside this script
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "gpucompat" / "knowledge" / "data"
 FACTS = Path(__file__).resolve().parent / "facts"
@@ -298,7 +303,8 @@ def main() -> None:
     jax_builds()
     runtime_compilers()
     known_defects()
-    inspected_wheels()  # last: it corrects the rows above where a wheel was read
+    inspected_wheels()  # it corrects the rows above where a wheel was read
+    build_newest_releases.build(offline=args.skip_pypi)  # last: which releases the tables now include
 
 
 if __name__ == "__main__":

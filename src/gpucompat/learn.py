@@ -364,7 +364,8 @@ class Learner:
                     continue
                 self._jax_build(first, variant, listed[first][""] if "" in listed[first] else next(iter(listed[first].values())), entry)
             self.rows["newest_releases"] = [{"framework": "jax", "newest": series,  # the newest series only: the rules take the first row
-                                             "source": f"{self.source} (jaxlib {', '.join(entry['versions'])} on the index)"}]
+                                             "source": f"{self.source} (jaxlib {', '.join(entry['versions'])} on the index)",
+                                             "release": versions[-1], "package": "jaxlib", "uploaded": "", "checked": self.today}]
             self.learned.append(entry)
 
     def _jax_build(self, first: str, variant: str, release: Release, entry: dict) -> None:

@@ -48,6 +48,9 @@ MAX_DEPTH = 32  # nesting of learned.json (it nests 4 deep)
 CUDA_MAJORS = range(11, 20)
 FRAMEWORKS = ("torch", "jax", "tensorflow", "cupy")
 RESET = "run `gpucompat knowledge reset` to remove it (the packaged tables stay), then `gpucompat knowledge update` to learn again"
+# Columns a table had before a release of gpucompat added more at its end: a learned file written then is still read,
+# the added columns empty (newest_releases gained release, package, uploaded and checked).
+EARLIER_COLUMNS = {"newest_releases": ["framework", "newest", "source"]}
 
 
 class Damaged(Exception):
@@ -133,13 +136,16 @@ def _read(root: Path) -> tuple[dict, dict]:
             columns = next(csv.reader(handle))
         try:
             reader = csv.DictReader(text.splitlines(keepends=True))
-            if reader.fieldnames != columns:
+            earlier = reader.fieldnames == EARLIER_COLUMNS.get(name)
+            if reader.fieldnames != columns and not earlier:
                 raise Damaged(f"the learned knowledge file {path} has the columns {','.join(reader.fieldnames or [])[:200]!r}, "
                               f"not the table's {','.join(columns)}; {RESET}")
             table = []
             for number, row in enumerate(reader, start=2):
                 if number > MAX_ROWS + 1:
                     raise Damaged(f"the learned knowledge file {path} holds more than {MAX_ROWS} rows; {RESET}")
+                if earlier and None not in row:
+                    row = {**dict.fromkeys(columns, ""), **row}
                 why = check_row(name, row)
                 if why:
                     raise Damaged(f"the learned knowledge file {path} is damaged or was edited by hand (line {number}: {why}); {RESET}")
@@ -193,6 +199,7 @@ _PACKAGE = re.compile(r"torch|jaxlib|tensorflow|jax-cuda(1[1-9])-plugin|cupy-cud
 _PIN = re.compile(r"nvidia-[a-z0-9-]{1,60}|cuda-toolkit")
 _DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){1,2}")
 _CC = re.compile(r"[0-9]{1,2}\.[0-9]")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _cuda(text: str, column: str = "cuda") -> str | None:
@@ -267,7 +274,10 @@ def check_row(name: str, row: dict) -> str | None:
     if name == "newest_releases":
         if row["framework"] not in FRAMEWORKS:
             return f"framework {row['framework'][:40]!r} is none gpucompat knows ({', '.join(FRAMEWORKS)})"
-        return version("newest", _SERIES)
+        if row["package"] and not _PACKAGE.fullmatch(row["package"]):
+            return f"package {row['package'][:40]!r} is none an update learns"
+        dates = next((f"{c} {row[c][:40]!r} is not a date (YYYY-MM-DD)" for c in ("uploaded", "checked") if row[c] and not _DATE.fullmatch(row[c])), None)
+        return version("newest", _SERIES) or version("release", empty=True) or dates
     if name == "tensorflow_builds":
         return (version("release", _SERIES) or _cuda(row["cuda"]) or version("cudnn", empty=True)
                 or (None if re.fullmatch(r"[0-9]\.[0-9]{1,2}-[0-9]\.[0-9]{1,2}", row["pythons"]) else f"pythons {row['pythons'][:40]!r} is not a range such as 3.10-3.13")
