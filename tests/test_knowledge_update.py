@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import threading
 import zipfile
@@ -22,7 +23,7 @@ import pytest
 
 from conftest import run_cli
 from gpucompat.knowledge.pyindex import FatbinStream, Index, IndexFile, wheel_archs
-from gpucompat.probe.fatbin import KIND_ELF, KIND_PTX, inspect_bytes
+from gpucompat.probe.fatbin import KIND_ELF, KIND_PTX, fatbin_section, inspect_bytes
 from test_inspect import fatbin_entry, synthetic_elf
 
 NVCC = shutil.which("nvcc")
@@ -320,9 +321,10 @@ def test_the_streamed_walk_agrees_with_the_probes_reader(wheelhouse, piece):
     stream = FatbinStream()
     for start in range(0, len(data), piece):
         stream.feed(data[start:start + piece])
-    found, bounded = stream.result(len(data))
+    section = fatbin_section(data)
+    found = stream.within(section[0], section[0] + section[1])
     expected = inspect_bytes(data)
-    assert bounded and (found.sass, found.ptx, found.ptx_isa, found.entries) == (expected.sass, expected.ptx, expected.ptx_isa, expected.entries)
+    assert found is not None and (found.sass, found.ptx, found.ptx_isa, found.entries) == (expected.sass, expected.ptx, expected.ptx_isa, expected.entries)
     assert set(TORCH_ARCHS[0]) <= found.sass
 
 
@@ -331,11 +333,45 @@ def test_range_reading_fetches_the_libraries_not_the_wheel(server, wheelhouse):
     files = index.files("torch")
     assert [f.filename for f in files] == [p.name for p in wheelhouse.glob("torch-*.whl")]
     archs, members = wheel_archs(index, files[0], lambda name: "libtorch_cuda" in name)
-    assert set(TORCH_ARCHS[0]) <= archs.sass and members == ["libtorch_cuda.so (read whole)"]
+    assert set(TORCH_ARCHS[0]) <= archs.sass and members == ["libtorch_cuda.so (streamed)"]
     assert 0 < index.fetched < files[0].size - (2 << 20)
     server.json_pages = False  # a PEP 503 HTML page lists the same files
     assert [f.filename for f in Index(server.url).files("jax-cuda13-plugin")] == [p.name for p in wheelhouse.glob("jax_cuda13_plugin-*.whl")]
     assert Index(server.url).files("no-such-project") is None
+
+
+def forge_size(wheel: Path, member: str, size: int) -> None:
+    """Declare `size` inflated bytes for `member` in the wheel's central directory (its local header and data stay)."""
+    data = bytearray(wheel.read_bytes())
+    at = data.find(b"PK\x01\x02")
+    while at >= 0:
+        length, = struct.unpack_from("<H", data, at + 28)
+        if data[at + 46:at + 46 + length] == member.encode():
+            struct.pack_into("<I", data, at + 24, size)
+        at = data.find(b"PK\x01\x02", at + 4)
+    wheel.write_bytes(bytes(data))
+
+
+def test_a_zip_bomb_in_a_wheel_stops_the_update_in_one_sentence(wheelhouse, env, tmp_path):
+    """The update reads a wheel's libraries through inspect's bounded reader (knowledge/archive.py): a libtorch_cuda.so
+    whose central directory says it inflates to 4 GiB, thousands of times its compressed size, is one sentence and
+    exit 2 before a byte of it is inflated, from a wheelhouse and over range requests alike, and nothing is learned."""
+    folder = tmp_path / "wheelhouse"
+    shutil.copytree(wheelhouse, folder)
+    torch = next(folder.glob("torch-*.whl"))
+    forge_size(torch, "torch/lib/libtorch_cuda.so", 0xFFFFFFF0)
+    running = IndexServer(folder)
+    try:
+        for where, args in ((f"the wheelhouse {folder}", ("--wheelhouse", str(folder), "--offline")), (running.url.rstrip("/"), ("--index", running.url))):
+            proc = update(env, *args, check=2)
+            said = proc.stderr.strip().splitlines()[-1]  # after the lines that say what the update is doing
+            assert said.startswith(f"error: {torch.name} from {where}: 'torch/lib/libtorch_cuda.so' inflates from ")
+            assert "Traceback" not in proc.stderr
+            assert "to 4.0 GiB (" in said and said.endswith("past the 100:1 that no real library comes near (they compress at most "
+                                                           "7:1 above 16 MiB), so it is a zip bomb; nothing was changed.")
+            assert overlay_files(env) == {}
+    finally:
+        running.close()
 
 
 def test_a_wheel_name_gives_its_release_and_pythons():

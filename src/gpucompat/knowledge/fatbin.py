@@ -1,6 +1,8 @@
 """`gpucompat inspect`: the SASS architectures and PTX versions inside CUDA binaries (a file, a
 directory, a wheel, or an installed framework), read with the probe's pure-Python fat-binary
-reader (probe/fatbin.py), which the probe's library rung also uses inside jobs.
+reader (probe/fatbin.py), which the probe's library rung also uses inside jobs. Files are read by
+offset, a few pieces at a time; a wheel's libraries are checked against archive.py's bounds on
+size and compression ratio, then streamed (archive.py), so memory stays under 25 MiB whatever the size.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, Archs, Shrank, Truncated, _arch_key, inspect_bytes, read_file  # noqa: F401 (re-exported)
+from .archive import wheel_libraries, zip_member
+
 
 def inspect_file(path: Path, strict: bool = False, skipped: dict[str, str] | None = None) -> Archs:
     """Kernels in one file. `strict` (a file named on the command line): a file that cannot be
@@ -105,11 +109,7 @@ def inspect(target: str) -> dict:
     except OSError as exc:  # a name too long for the filesystem, a loop of links
         raise UserError(f"cannot look at {_shown(target)}: {exc.__class__.__name__}.") from None
     if is_file and path.suffix == ".whl":
-        try:
-            with zipfile.ZipFile(path) as wheel:
-                return _result(target, {n: inspect_bytes(wheel.read(n)) for n in wheel.namelist() if _is_library(n)})
-        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError, ValueError):
-            raise UserError(f"{_shown(target)} is not a readable wheel (zip) file.") from None
+        return _result(target, _wheel(path, target))
     if is_file:
         return _result(target, {str(path): inspect_file(path, strict=True)})
     if is_dir:
@@ -124,6 +124,17 @@ def inspect(target: str) -> dict:
     files = [Path(dist.locate_file(f)) for f in dist.files or [] if _is_library(str(f))]
     skipped = {}
     return _result(target, {str(p): inspect_file(p, skipped=skipped) for p in files if _exists(p)}, skipped)
+
+
+def _wheel(path: Path, target: str) -> dict[str, Archs]:
+    """The kernels of each library in a wheel, each checked against archive.py's bounds (before anything is inflated)
+    and streamed, never held whole."""
+    try:
+        with zipfile.ZipFile(path) as wheel:
+            members = wheel_libraries(wheel, _shown(target), _is_library, "nothing of it was read")
+            return {info.filename: zip_member(wheel, info)[0] for info in members}
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError, ValueError):
+        raise UserError(f"{_shown(target)} is not a readable wheel (zip) file.") from None
 
 
 def _exists(path: Path) -> bool:

@@ -2,9 +2,9 @@
 
 An index is a PEP 691 JSON or PEP 503 HTML simple API (PyPI, a site's mirror, any URL uv takes as --index), or a
 wheelhouse: a folder of wheel files (uv's --find-links). A wheel on a server that honours HTTP range requests is
-read as a zip from its end: the central directory first, then only the members that are CUDA libraries, each
-streamed through the fat-binary walk below, so a torch wheel of 540 MB costs the bytes of its CUDA libraries, not
-its whole; `fetched` counts every byte that came over the wire. A server that ignores Range gets no download at
+read as a zip from its end: the central directory first, then only the members that are CUDA libraries, each checked
+against archive.py's bounds and streamed through its fat-binary reader (as `inspect` reads a wheel), so a torch wheel
+of 540 MB costs the bytes of its CUDA libraries, not its whole; `fetched` counts every byte that came over the wire. A server that ignores Range gets no download at
 all (NoRanges): the caller infers instead.
 
 What the index lists is not what it serves: a release counts only once a file of it was read and checked
@@ -30,11 +30,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ..errors import UserError
-from ..probe.fatbin import ELF64_HEADER, FATBIN_MAGIC, Archs, Truncated, count_entry, fatbin_section, inspect_bytes
+from ..probe.fatbin import Archs
+from .archive import FatbinStream, member_archs, wheel_libraries, zip_member  # noqa: F401 (FatbinStream, member_archs: re-exported)
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 CHUNK = 8 << 20  # bytes read ahead per range request while a member streams (never past the member's end)
-IN_MEMORY = 64 << 20  # a CUDA library up to this size (uncompressed) is read whole by the probe's reader
 WHOLE_LIMIT = 32 << 20  # a file up to this size may be fetched whole to check it (a server without ranges or metadata)
 MAX_REFUSED = 20  # refusal sentences kept per update (then one counting the rest)
 HASHES = ("sha512", "sha384", "sha256", "sha224", "sha1", "md5")  # PEP 503's, strongest first
@@ -456,115 +456,6 @@ class RangeFile(io.RawIOBase):
         return b"".join(pieces)
 
 
-# -- kernels of one member, streamed -----------------------------------------------------------------
-
-class FatbinStream:
-    """The fat-binary walk of probe/fatbin.scan over bytes that arrive in pieces, holding only a few headers:
-    containers anywhere in the image are read, and at the end only those inside the image's .nv_fatbin
-    section count (its section table and names sit at the image's end, which is kept)."""
-
-    TAIL = 8 << 20
-
-    def __init__(self) -> None:
-        self.at = 0  # stream offset of self.pending[0]
-        self.pending = bytearray()
-        self.head = b""
-        self.tail = bytearray()
-        self.containers: list[tuple[int, Archs]] = []
-        self.skip = 0  # bytes to pass over (an entry's payload)
-        self.left = 0  # bytes of the current container still to walk
-
-    def feed(self, data: bytes) -> None:
-        if len(self.head) < ELF64_HEADER:
-            self.head += data[:ELF64_HEADER - len(self.head)]
-        self.tail += data
-        if len(self.tail) > self.TAIL:
-            del self.tail[:len(self.tail) - self.TAIL]
-        self.pending += data
-        self._walk()
-
-    def _drop(self, count: int) -> None:
-        del self.pending[:count]
-        self.at += count
-
-    def _walk(self) -> None:
-        while True:
-            if self.skip:
-                step = min(self.skip, len(self.pending))
-                self._drop(step)
-                self.skip -= step
-                self.left = max(0, self.left - step)
-                if self.skip:
-                    return
-            if self.left:  # at an entry header inside a container
-                if self.left < 0x30:
-                    self.skip, self.left = self.left, self.left
-                    continue
-                if len(self.pending) < 0x30:
-                    return
-                step = count_entry(self.containers[-1][1], self.pending)
-                self.skip = self.left if step is None else min(step, self.left)  # None: no entry, the container ends
-                continue
-            found = self.pending.find(FATBIN_MAGIC)
-            if found < 0:
-                self._drop(max(0, len(self.pending) - 3))
-                return
-            if len(self.pending) < found + 16:
-                self._drop(found)
-                return
-            _magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", self.pending, found)
-            self.containers.append((self.at + found, Archs()))
-            self._drop(found)
-            self.skip, self.left = header_size, header_size + fat_size
-
-    def result(self, total: int) -> tuple[Archs, bool]:
-        """(the kernels, whether .nv_fatbin was found to bound them: else every container counted)."""
-        bounds = self._section(total)
-        found = Archs()
-        for offset, archs in self.containers:
-            if bounds is None or bounds[0] <= offset < bounds[1]:
-                found.merge(archs)
-        return found, bounds is not None
-
-    def _section(self, total: int) -> tuple[int, int] | None:
-        """[start, end) of .nv_fatbin, read by the probe's reader from the head and tail kept; None where it is not there."""
-        try:
-            found = fatbin_section(_Ends(self.head, self.tail, total))
-        except Truncated:  # the section table or names lie outside what was kept, or past the end
-            return None
-        return (found[0], found[0] + found[1]) if found else None
-
-
-class _Ends:
-    """An image of `size` bytes of which only the head and the tail were kept, sliced as bytes are (all that
-    fatbin_section asks of an image): a slice of anything else reads empty, which it takes as Truncated."""
-
-    def __init__(self, head: bytes, tail: bytearray, size: int):
-        self.head, self.tail, self.size = head, tail, size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, key: slice) -> bytes:
-        start, stop = max(0, key.start or 0), min(self.size, self.size if key.stop is None else key.stop)
-        tail_at = self.size - len(self.tail)
-        if start >= tail_at:
-            return self.tail[start - tail_at:stop - tail_at]
-        return self.head[start:stop] if stop <= len(self.head) else b""
-
-
-def member_archs(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[Archs, str]:
-    """The kernels of one library in a wheel, and how they were read."""
-    if info.file_size <= IN_MEMORY:
-        return inspect_bytes(archive.read(info)), "read whole"
-    stream = FatbinStream()
-    with archive.open(info) as handle:
-        while chunk := handle.read(1 << 20):
-            stream.feed(chunk)
-    found, bounded = stream.result(info.file_size)
-    return found, "streamed" + ("" if bounded else " (no .nv_fatbin section found: every container counted)")
-
-
 def is_library(name: str) -> bool:
     base = name.rsplit("/", 1)[-1]
     return base.endswith(".so") or ".so." in base
@@ -572,18 +463,20 @@ def is_library(name: str) -> bool:
 
 def wheel_archs(index: Index, item: IndexFile, wanted) -> tuple[Archs, list[str]]:
     """The kernels of a wheel's CUDA libraries (`wanted(member name)` picks which count), and the members read.
-    NoRanges where the server ignores range requests; IndexFailed where it fails or the file is no wheel."""
+    NoRanges where the server ignores range requests; IndexFailed where it fails or the file is no wheel; a UserError
+    (one sentence) where a library passes archive.py's bounds on its size or compression ratio, before any is read."""
     handle = index.open(item)
     try:
         with zipfile.ZipFile(handle) as archive:
             found, read = Archs(), []
-            for info in sorted(archive.infolist(), key=lambda i: i.header_offset):  # in file order: one pass
-                if is_library(info.filename) and wanted(info.filename):
-                    # the local header repeats the name and may carry its own extra field: a little slack past the data
-                    handle.until = info.header_offset + 30 + 2 * len(info.filename.encode()) + len(info.extra) + info.compress_size + 1024
-                    archs, how = member_archs(archive, info)
-                    found.merge(archs)
-                    read.append(f"{info.filename.rsplit('/', 1)[-1]} ({how})")
+            # in file order, each checked against the bounds before a byte of any is inflated (archive.py)
+            for info in wheel_libraries(archive, f"{item.filename} from {index.label}",
+                                        lambda name: is_library(name) and wanted(name), "nothing was changed"):
+                # the local header repeats the name and may carry its own extra field: a little slack past the data
+                handle.until = info.header_offset + 30 + 2 * len(info.filename.encode()) + len(info.extra) + info.compress_size + 1024
+                archs, how = zip_member(archive, info)
+                found.merge(archs)
+                read.append(f"{info.filename.rsplit('/', 1)[-1]} ({how})")
             return found, read
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, struct.error) as exc:
         raise IndexFailed(f"{item.filename} from {index.label} is not a readable wheel ({exc.__class__.__name__}); nothing was changed.") from None

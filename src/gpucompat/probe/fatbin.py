@@ -57,6 +57,11 @@ class Shrank(Truncated):
 
 
 ELF64_HEADER, SECTION_HEADER = 64, struct.Struct("<IIQQQQI")  # name, type, flags, addr, offset, size, link
+# Bounds on what one image may make the reader hold or walk, whatever its size says: its section table is read in
+# pieces of TABLE_PIECE; more than MAX_SECTIONS sections (a linked library has under a hundred; an object built with
+# -ffunction-sections, tens of thousands) is a damaged image; an entry naming an SM past 999 or a PTX ISA past 99.99
+# counts as an entry but adds no name, so the names an image gives stay a few thousand at most.
+TABLE_PIECE, MAX_SECTIONS = 1 << 20, 1 << 20
 _CONTAINER, _FLAGS = struct.Struct("<IHHQ"), struct.Struct("<Q")  # magic, version, header size, fat size; an entry's flags
 
 
@@ -140,35 +145,40 @@ def fatbin_section(data) -> tuple[int, int] | None:
         shstrndx = first[6] if shstrndx == 0xFFFF else shstrndx
     if not 0 < shstrndx < shnum:
         return None  # no section names: nothing to find
-    if shoff + shnum * shentsize > len(data):
-        raise Truncated
-    table = data[shoff:shoff + shnum * shentsize]  # the whole section table in one read (a few KiB)
-    if len(table) < shnum * shentsize:
+    if shoff + shnum * shentsize > len(data) or shnum > MAX_SECTIONS:
         raise Truncated
     names_at = header(shstrndx)[4]
-    for index in range(shnum):
-        name, _type, _flags, _addr, offset, size, _link = SECTION_HEADER.unpack_from(table, index * shentsize)
-        start = names_at + name
-        if start + len(b".nv_fatbin") < len(data) and data[start:start + 11] == b".nv_fatbin\0":
-            if offset + size > len(data):
-                raise Truncated
-            return offset, size
+    per = max(1, TABLE_PIECE // shentsize)
+    for first in range(0, shnum, per):  # the section table in pieces of at most TABLE_PIECE (one piece: a few KiB)
+        table = data[shoff + first * shentsize:shoff + min(shnum, first + per) * shentsize]
+        if len(table) < (min(shnum, first + per) - first) * shentsize:
+            raise Truncated
+        for index in range(min(shnum, first + per) - first):
+            name, _type, _flags, _addr, offset, size, _link = SECTION_HEADER.unpack_from(table, index * shentsize)
+            start = names_at + name
+            if start + len(b".nv_fatbin") < len(data) and data[start:start + 11] == b".nv_fatbin\0":
+                if offset + size > len(data):
+                    raise Truncated
+                return offset, size
     return None
 
 
 def count_entry(found: Archs, fields) -> int | None:
     """Add one container entry, from its first 0x30 bytes, to `found`: the bytes from it to the next entry, or
-    None where these bytes are no entry (a header under 64 bytes). knowledge/pyindex.py's streamed walk uses it too."""
+    None where these bytes are no entry (a header under 64 bytes). knowledge/archive.py's streamed walk uses it too."""
     kind, _, size, padded, _, _, _, code_version, sm = _ENTRY.unpack_from(fields)
     if size < 64:
         return None
     flags, = _FLAGS.unpack_from(fields, 0x28)
     found.entries += 1
+    if sm > 999:  # no GPU has it: a damaged entry, which adds no name (so the names an image gives stay few)
+        return size + padded
     if kind == KIND_PTX:
         # arch-specific PTX (compute_90a) JIT-compiles for that CC alone, family PTX (compute_110f) within its
         # major: the suffix must stay, or the PTX would read as forward compatible (cuobjdump: sm_90a.ptx, sm_110f.ptx)
         found.ptx.add(f"compute_{sm}{'a' if flags & ARCH_SPECIFIC else 'f' if flags & FAMILY_SPECIFIC else ''}")
-        found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
+        if code_version >> 16 < 100 and code_version & 0xFFFF < 100:
+            found.ptx_isa.add(f"{code_version >> 16}.{code_version & 0xFFFF}")
     elif kind in (KIND_ELF, KIND_ELF_ALT):
         found.sass.add(f"sm_{sm}{'a' if flags & ARCH_SPECIFIC else ''}")
     return size + padded
