@@ -57,17 +57,18 @@ class Damaged(Exception):
     """One sentence: what is wrong where in a learned file."""
 
 
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_ESCAPE = re.compile(r"\\.", re.DOTALL)  # an escape pair, taken out first: then a string is quote, no quote, quote
+_JSON_STRING = re.compile(r'"[^"]*"')  # linear: with no escapes left, no match can backtrack over another quote
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEPS = str.maketrans("[{]}", "\2\2\0\0")  # an opening bracket one level down (2 - 1), a closing one up (0 - 1)
 
 
 def json_too_deep(text: str, depth: int) -> bool:
     """Whether JSON text nests arrays and objects deeper than `depth`, told without parsing it: the parser recurses once a
-    level, closed or not, and ends in RecursionError far below what a line may hold. Strings out, every character but the
+    level, closed or not, and ends in RecursionError far below what a line may hold. Escapes out, strings out, every character but the
     brackets out, then the deepest level any prefix reaches; each step in C (the regex engine, accumulate), never a loop
     over the characters in Python."""
-    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", _ESCAPE.sub("", text)))
     if brackets.count("[") + brackets.count("{") <= depth:
         return False
     steps, level = brackets.translate(_STEPS).encode("latin-1"), 0
