@@ -401,3 +401,54 @@ def test_json_too_deep_tells_depth_without_parsing():
     assert json_too_deep("[" * 200_000, 64)  # unclosed: the parser recurses all the same
     assert not json_too_deep("[]" * 100_000, 1) and not json_too_deep(r'["\"[[[[[["]', 1)
     assert re.fullmatch(r"[0-9a-f]{4}(-[0-9a-f]{4}){3}", signing.fingerprint(b"\0" * 32))
+
+
+def test_a_trusted_key_vouches_only_for_its_own_sites_sweeps(tmp_path, sites):
+    """lab-a's key, trusted as 'lab-a', signs a bundle whose sweeps say they come from 'NERSC': imported, but unverified
+    (a key vouches for its own site's sweeps, never for a name it merely writes); 'this site' is no name a key may take."""
+    bundle = tmp_path / "claims.gpucompat.gz"
+    run_cli("export", "--db", f"sqlite:///{tmp_path / 'lab-a.db'}", "--bundle", str(bundle), "--site", "NERSC", env=sites["lab-a"], check=0)
+    run_cli("trust", "add", "lab-a", str(_public(tmp_path, "lab-a")), env=sites["here"], check=0)
+    into = tmp_path / "here.db"
+    run_cli("import", str(bundle), "--db", f"sqlite:///{into}", env=sites["here"], check=0)
+    with sqlite3.connect(into) as conn:
+        assert conn.execute("SELECT site, verified FROM sources").fetchall() == [("NERSC", 0)] * 2
+    _refused(run_cli("trust", "add", "This Site", str(_public(tmp_path, "mallory")), env=sites["here"]), "is not a site name")
+
+
+def test_an_unverified_sweep_is_never_signed_again_on_export(tmp_path, sites):
+    """A sweep imported with --untrusted, exported again with this site's key, would come out vouched for: refused."""
+    unsigned = _export(tmp_path, sites["lab-a"], "unsigned.gpucompat.gz", "--unsigned")
+    here = tmp_path / "here.db"
+    run_cli("import", str(unsigned), "--db", f"sqlite:///{here}", "--untrusted", env=sites["here"], check=0)
+    run_cli("key", env=sites["here"], check=0)
+    again = run_cli("export", "--db", f"sqlite:///{here}", "--bundle", str(tmp_path / "again.gz"), "--site", "here", "--sweep", "1",
+                    env=sites["here"])
+    _refused(again, "sweep 1 was imported from 'lab-a' unverified", "--unsigned")
+    assert not (tmp_path / "again.gz").exists()
+
+
+def test_a_bundle_swapped_after_its_check_for_one_without_its_sha256_is_refused(tmp_path, sites, monkeypatch):
+    """merge() hashes the content again and needs the sha256 line it was checked against: a file cut short (or swapped)
+    between verify() and merge() commits nothing."""
+    from gpucompat.bundle import merge, verify
+    from gpucompat.errors import UserError
+    from gpucompat.store import Store
+
+    bundle = _export(tmp_path, sites["lab-a"], "lab-a.gpucompat.gz")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "lab-a"))
+    checked = verify(bundle)
+    bundle.write_bytes(gzip.compress(b"".join(_content(_lines(bundle)))))  # the same content, its sha256 and signature gone
+    store = Store(f"sqlite:///{tmp_path / 'into.db'}")
+    with pytest.raises(UserError, match="changed while it was imported"):
+        merge(store, checked)
+    assert store.list_sweeps(None) == []
+
+
+def test_json_too_deep_is_linear_on_escaped_quotes():
+    """The depth check runs on every line of a bundle before anything else: a line of escaped quotes (no string ever
+    closing) once made the string pattern backtrack quadratically (32 KB: 3.8 s); 2 MB is now one pass."""
+    from gpucompat.knowledge.overlay import json_too_deep
+
+    assert not json_too_deep('"' + '\\"' * 1_000_000, 64)
+    assert json_too_deep('"\\\\"' + "[" * 65, 64) and not json_too_deep('{"x": "\\"[[[[[["}', 3)

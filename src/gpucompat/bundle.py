@@ -143,6 +143,12 @@ def export(store: Store, path: Path, sweep_ids: list[int] | None, site: str | No
         raise UserError(f"no sweep run here is stored in {store.shown}, so there is nothing to export; run `gpucompat sweep PLAN` first.")
     for sweep_id in chosen:
         store.sweep(sweep_id)  # a clear error if there is no such sweep
+    with store.connection() as conn:
+        unverified = conn.execute(sa.select(sweeps.c.id, sources.c.site).join(sources, sources.c.id == sweeps.c.source_id)
+                                  .where(sweeps.c.id.in_(chosen), sa.not_(sa.func.coalesce(sources.c.verified, False)))).first()
+    if unverified is not None and key is not None:
+        raise UserError(f"sweep {unverified[0]} was imported from {unverified[1]!r} unverified: signing it would vouch for what this site "
+                        "did not verify; leave it out (--sweep), or write the bundle with --unsigned.")
     redactor = None if keep_hosts else Redactor()
     if redactor is not None:  # every name first, so that a host named late is also taken out of earlier text
         with store.connection() as conn:
@@ -307,6 +313,13 @@ def _signer(path: Path, signature, digest: str) -> dict:
     return {"signer": signer["fingerprint"], "public_key": signer["public_key"], "trusted_as": name, "verified": name is not None}
 
 
+def _vouched(checked: dict, site: str) -> bool:
+    """Whether a sweep is verified: signed by a key this site trusts under the name of the site the sweep says it comes
+    from (or by this site's own key). A trusted key vouches for its own site's sweeps, never for a name it merely writes."""
+    trusted_as = checked["trusted_as"]
+    return bool(checked["verified"]) and (trusted_as == signing.OWN or str(site).casefold() == str(trusted_as).casefold())
+
+
 def _fits(kind, value) -> bool:
     if isinstance(kind, sa.JSON):
         return True
@@ -366,7 +379,8 @@ def merge(store: Store, checked: dict) -> dict:
             batch.clear()
 
         lines = _lines(path)
-        again.update(next(lines))  # the header, checked by verify()
+        again.update(next(lines, b""))  # the header, checked by verify()
+        ended = False
         for number, line in enumerate(lines, start=2):
             record = _json(path, line, f"line {number}")
             if not isinstance(record, dict) or len(record) != 1:
@@ -375,6 +389,7 @@ def merge(store: Store, checked: dict) -> dict:
             if kind == "sha256":
                 if again.hexdigest() != checked["sha256"]:
                     raise _refused(path, "changed while it was imported")
+                ended = True
                 break
             again.update(line)
             if kind == "sweep":
@@ -390,8 +405,10 @@ def merge(store: Store, checked: dict) -> dict:
                               "redacted": header.get("redacted"), "bundle_sha256": checked["sha256"],
                               "first": body.get("provenance"),  # where an imported sweep was exported again: its first provenance
                               "signature": {k: checked[k] for k in ("signer", "public_key", "trusted_as", "verified")}}
+                verified = _vouched(checked, body["site"])
+                provenance["signature"]["verified"] = verified
                 source_id = conn.execute(sources.insert().values(site=body["site"], origin=origin, data=provenance, signer=checked["signer"],
-                                                                 verified=checked["verified"])).inserted_primary_key[0]
+                                                                 verified=verified)).inserted_primary_key[0]
                 sweep_id = conn.execute(sweeps.insert().values(**_row(sweeps, body, path, "sweep"), source_id=source_id)).inserted_primary_key[0]
                 added.append({"id": sweep_id, "site": body["site"], "was": body.get("ref"), "name": body.get("name")})
                 maps = {"target": {}, "stack": {}}
@@ -407,6 +424,8 @@ def merge(store: Store, checked: dict) -> dict:
                     flush()
             else:
                 raise _refused(path, f"is not a gpucompat bundle (line {number} holds an unknown record {str(kind)[:20]!r})")
+        if not ended:  # cut short, or swapped for one without its sha256, since verify(): nothing is committed
+            raise _refused(path, "changed while it was imported")
         flush()
     return {"path": str(path), "site": header["site"], "gpucompat": header.get("gpucompat"), "sha256": checked["sha256"],
             "exported_at": datetime.datetime.fromtimestamp(header["exported_at"]).isoformat(timespec="seconds")

@@ -49,9 +49,9 @@ class BadSignature(Exception):
 
 def check_name(name, where: str) -> str:
     """A site's name (in a bundle, or a trusted key's): 1 to 64 letters, digits, spaces or ._@+-, not a --source word."""
-    if not isinstance(name, str) or not SITE_NAME.fullmatch(name) or name.lower() in RESERVED_SITES:
+    if not isinstance(name, str) or not SITE_NAME.fullmatch(name) or name.lower() in RESERVED_SITES or name.casefold() == OWN:
         raise UserError(f"{where}: {str(name)[:70]!r} is not a site name: 1 to 64 letters, digits, spaces or ._@+- starting with a letter or "
-                        f"digit, and not {' or '.join(RESERVED_SITES)}.")
+                        f"digit, and not {', '.join(RESERVED_SITES)} or {OWN!r}.")
     return name
 
 
@@ -83,8 +83,17 @@ def load_key():
     path = config_dir() / PRIVATE
     if not os.path.lexists(path):
         return None
-    data = read_user_file(path, "the site's private key", 16 << 10, "a private key gpucompat writes is far smaller.")
-    mode = os.stat(path).st_mode & 0o777
+    try:  # the mode is read from the file that is read: no link followed, no other file checked
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UserError(f"cannot read the site's private key {path}: {exc.strerror} (a link is not followed); move it away and run "
+                        "`gpucompat key` for a new one.") from None
+    with os.fdopen(fd, "rb") as handle:
+        stat = os.fstat(fd)
+        data = handle.read(16 << 10) if stat.st_size <= 16 << 10 else b""
+    mode = stat.st_mode & 0o777
+    if stat.st_uid != os.getuid():
+        raise UserError(f"the site's private key {path} belongs to another user (uid {stat.st_uid}); move it away and run `gpucompat key`.")
     if mode & 0o077:
         raise UserError(f"the site's private key {path} may be read by others (mode {mode:04o}); `chmod 600 {shlex.quote(str(path))}`, then run again.")
     try:
