@@ -276,3 +276,9 @@ class Outcome:
     @property
     def passed(self) -> bool:
         return self.code == PASS
+
+
+def is_verified(row: dict) -> bool:
+    """Whether a stored row may be taken at its word: run here (no source), or imported from a bundle whose signature a
+    trusted key of the sweep's own site made (sources.verified)."""
+    return row.get("verified") is None or bool(row["verified"])

@@ -21,7 +21,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from ..knowledge import tables
-from ..model import PASS, UNTESTED
+from ..model import PASS, UNTESTED, is_verified
 from ..paths import cache_dir, default_url, sqlite_readonly
 
 
@@ -95,7 +95,7 @@ def _row(raw: dict) -> dict:
             "cc": raw["cc"] or "", "driver": raw["driver"] or "", "code": raw["code"] or "PENDING", "stage": raw["stage"] or "",
             "observed": bool(raw["observed"]) if raw["code"] else None, "reason": raw["summary"] or "", "source": raw.get("source") or "local",
             # False: imported from a bundle no key this site trusts signed (`import --untrusted`)
-            "verified": raw.get("verified") is None or bool(raw["verified"]), "signer": raw.get("signer"),
+            "verified": is_verified(raw), "signer": raw.get("signer"),
             "build": build, "build_from": build_from}
 
 

@@ -8,7 +8,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..analysis import collapse_runs, shown_python, shown_version
 from ..discover.local import NO_GPU
-from ..model import PASS, UNTESTED, UNTESTED_CAUSES
+from ..model import PASS, UNTESTED, UNTESTED_CAUSES, is_verified
 from ..quoting import printable_values
 
 
@@ -53,7 +53,7 @@ def _display_row(row: dict) -> dict:
         "predicted_reason": next((r["text"] for r in row.get("predicted_reasons") or [] if r["verdict"] == row.get("predicted")), ""),
         "source": row.get("source") or "local",  # where it was observed: "local" (run here) or the site a bundle came from
         # False: imported from a bundle no key this site trusts signed (`import --untrusted`); its signer's fingerprint, if signed
-        "verified": row.get("verified") is None or bool(row["verified"]),
+        "verified": is_verified(row),
         "signer": row.get("signer"),
     }
 
@@ -117,8 +117,9 @@ def _seed_framework(row: dict) -> str:
 
 
 def python_differs(rows: list[dict]) -> bool:
-    """Whether the cells of one framework and version differ by Python (valid and invalid together): then the grouped
-    lines keep the Python apart, or torch 2.4.1 would read invalid everywhere when only its cp313 wheel is missing."""
+    """Whether some framework and version was tested on more than one Python (valid and invalid together): then the
+    grouped lines are kept apart by Python, or torch 2.4.1 would read invalid everywhere when only its cp313 wheel is
+    missing (and, where all pass, the table says on which Pythons)."""
     seen: dict[tuple, set] = {}
     for row in rows:
         seen.setdefault((row["framework"], row["version"]), set()).add(row.get("python"))
@@ -128,7 +129,7 @@ def python_differs(rows: list[dict]) -> bool:
 def seed_table(rows: list[dict], with_reason: bool, by_python: bool = False) -> list[dict]:
     """The CHTC sweep's published format: one line per framework, version, compute capability (and failure and reason),
     with the CUDA runtime versions collapsed into runs ('11.1-11.5'); with by_python (python_differs), per Python too,
-    the line's version saying it ('2.4.1 (Python 3.13)') and its `python` kept for a column of its own."""
+    each line's `python` kept (a column of the terminal's table; Markdown and HTML write it after the version)."""
     rows = [{**row, "framework": _seed_framework(row)} for row in rows]
     axis: dict[str, list[str]] = {}
     for row in rows:
@@ -143,10 +144,10 @@ def seed_table(rows: list[dict], with_reason: bool, by_python: bool = False) -> 
         groups.setdefault(key, []).append(row["cuda_runtime"] or "-")
     out = []
     for (framework, version, cc, failure, python), cudas in sorted(groups.items(), key=lambda item: (
-            item[0][0], _version_key(item[0][1]), item[0][2], item[0][4] or "")):
+            item[0][0], _version_key(item[0][1]), item[0][2], _version_key(item[0][4] or "0"))):
         for run in collapse_runs(cudas, axis.get(framework, [])):
-            line = {"framework": framework, "version": version if python is None else f"{version} (Python {python})", "cc": cc,
-                    "cuda_runtime": run, **({"python": python} if python is not None else {})}
+            line = {"framework": framework, "version": version, "cc": cc, "cuda_runtime": run,
+                    **({"python": python} if python is not None else {})}
             if with_reason:
                 line["failure"] = f"{failure[0]} ({failure[1]}{'' if failure[2] else ', predicted'})"
                 line["reason"] = failure[3]  # the cells of one line share it: a different sentence is another line

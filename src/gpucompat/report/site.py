@@ -29,7 +29,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from .. import __version__
 from ..errors import UserError
 from ..analysis import shown_python, shown_version
-from ..model import PASS, UNTESTED
+from ..model import PASS, UNTESTED, is_verified
 from .bench import display as bench_display
 from .rows import apart_cause, apart_summary, display_row, is_gpu_class
 
@@ -75,9 +75,10 @@ def newest(raw_rows: list[dict], cells: dict | None = None) -> list[dict]:
         key = (stack, raw["gpu"], raw["cc"] or "")
         if cells is not None:
             cells[raw["cell_id"]] = (stack, raw.get("created_at") or 0, raw.get("sweep_id"), raw.get("source") or "local",
-                                     raw.get("verified") is None or bool(raw["verified"]))
-        # a verdict before a cell that could not be tested (no verdict, README), both before one still pending
-        rank = (code is not None and code != UNTESTED, code is not None, raw.get("created_at") or 0, raw["cell_id"])
+                                     is_verified(raw))
+        # a verdict before a cell that could not be tested (no verdict, README), both before one still pending; among
+        # them a verified row before one imported unverified, however new (as explain's observations are ranked)
+        rank = (code is not None and code != UNTESTED, is_verified(raw), code is not None, raw.get("created_at") or 0, raw["cell_id"])
         if key not in best or rank > best[key][0]:
             best[key] = (rank, raw)
     shown = []
