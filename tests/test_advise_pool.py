@@ -84,3 +84,18 @@ def test_the_command_line_prints_the_site_and_refuses_what_does_not_fit(tmp_path
     assert "without --gpu" in refused.stderr and "Traceback" not in refused.stderr
     missing = run_cli("advise", "torch", "--pool", str(tmp_path / "nope.toml"), env=env, check=2)
     assert "neither a pool" in missing.stderr
+
+
+def test_only_a_sweep_of_that_very_class_decides_for_it():
+    """A cell of the same compute capability on another driver, a prediction stored beside a sweep, or a row imported
+    unverified says nothing of the class: the rules judge it as if no sweep had run."""
+    first, targets = _advise()
+    site = first["site"]
+    v100 = next(t for t in targets if t.cc == "7.0")
+    cell = {"framework": "torch", "variant": site["variant"], "version": site["version"], "cc": "7.0", "sweep": 3, "cell": 9,
+            "python": "3.8", "gpu": v100.name, "driver": v100.driver, "warnings": [], "env": "uv", "stage": "compute",
+            "cuda_runtime": None, "code": "CRASHED"}
+    for other in ({"driver": "535.104.05"}, {"observed": False}, {"verified": False}, {"gpu": "Tesla V100-PCIE-16GB"}):
+        again, _ = _advise(rows=[{**cell, **other}])
+        assert (again["site"]["version"], again["site"]["variant"]) == (site["version"], site["variant"]), other
+        assert again["site"]["observed_on"] == []

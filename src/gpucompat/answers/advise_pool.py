@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from ..knowledge.rules import PASS, predict_stack
-from ..model import Target
-from ..plan import DRIVER_VERSION
+from ..model import Target, is_verified
 from .advise import _candidates, _release, _series_releases, advise_for, install_commands
 from .asked import NEWEST, Asked, newest_python
 from .conditions import CONDITIONAL, system_libraries
-from .pool import MAX_CLASSES, class_driver, htcondor_request, scheduler_request
+from .pool import check_pool, class_driver, htcondor_request, scheduler_request
 from .target import target as read_target
 
 
@@ -42,10 +41,7 @@ class Site:
 
 def classes_of(targets: list[Target], driver: str | None) -> tuple[list[Site], list[dict]]:
     """(the classes that can be judged, one row per class that cannot: no compute capability or no driver known)."""
-    if driver is not None and not DRIVER_VERSION.fullmatch(driver):
-        raise UserError(f"--driver {driver[:40]!r} is not a driver version like '535.104.05'.")
-    if len(targets) > MAX_CLASSES:
-        raise UserError(f"the pool has {len(targets)} GPU classes; gpucompat answers for at most {MAX_CLASSES}.")
+    check_pool(targets, driver)
     judged, unjudged = [], []
     for t in targets:
         class_drv, driver_from = class_driver(t, driver)
@@ -63,11 +59,14 @@ def classes_of(targets: list[Target], driver: str | None) -> tuple[list[Site], l
     return judged, unjudged
 
 
-def _seen(observed_rows: list[dict], framework: str, version: str, variant: str, cc: str) -> str | None:
-    """'PASS' or 'FAIL' where a stored sweep ran this release on this compute capability (its newest cell decides;
-    a cell that could not be tested is no fact), else None."""
-    cells = [r for r in observed_rows if r["framework"] == framework and r["variant"] == variant and r["cc"] == cc
-             and r["code"] not in ("PENDING", "UNTESTED") and r["version"].split("+")[0] == version]
+def _seen(observed_rows: list[dict], framework: str, version: str, variant: str, site: Site, python: str | None) -> str | None:
+    """'PASS' or 'FAIL' where a stored sweep ran this release on this very class: its GPU and driver, and the Python
+    asked where one was (its newest cell decides). A cell that could not be tested, a prediction stored beside a sweep
+    and a row imported unverified are no facts: they never decide for a class."""
+    cells = [r for r in observed_rows if r["framework"] == framework and r["variant"] == variant
+             and r["gpu"] == site.target.name and r.get("driver") == site.where["driver"] and (python is None or r["python"] == python)
+             and r["code"] not in ("PENDING", "UNTESTED") and r.get("observed") is not False and is_verified(r)
+             and r["version"].split("+")[0] == version]
     if not cells:
         return None
     newest = max(cells, key=lambda r: (r.get("sweep") or 0, r.get("cell") or 0))
@@ -78,7 +77,7 @@ def runs_on(framework: str, version: str, variant: str, site: Site, python: str 
             memo: dict) -> str | None:
     """'observed' or 'predicted' where the release runs on the class, else None: a sweep's own verdict there first,
     the rules for a class no sweep ran it on."""
-    seen = _seen(observed_rows, framework, version, variant, site.where["cc"])
+    seen = _seen(observed_rows, framework, version, variant, site, python)
     if seen is not None:
         return "observed" if seen == "PASS" else None
     key = (version, variant, site.where["cc"], site.where.get("matched") or site.target.name, site.where["driver"])

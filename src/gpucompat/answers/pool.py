@@ -35,6 +35,14 @@ def class_driver(target: Target, assumed: str | None) -> tuple[str | None, str]:
     return None, "not reported by the pool: give --driver to assume one"
 
 
+def check_pool(targets: list[Target], driver: str | None) -> None:
+    """One sentence for a --driver that is no driver version, or a pool past MAX_CLASSES classes."""
+    if driver is not None and not DRIVER_VERSION.fullmatch(driver):
+        raise UserError(f"--driver {driver[:40]!r} is not a driver version like '535.104.05'.")
+    if len(targets) > MAX_CLASSES:
+        raise UserError(f"the pool has {len(targets)} GPU classes; gpucompat answers for at most {MAX_CLASSES}.")
+
+
 def observed_cells(rows: list[dict], framework: str, version: str | None, gpu: str | None, cc: str | None) -> list[dict]:
     """The stored verdicts of one stack on one GPU class (by name, or by compute capability): the `history` command's query;
     a cell that could not be tested, or is pending, is no fact."""
@@ -80,10 +88,7 @@ def _summary(rows: list[dict]) -> str:
 def answer(question: Question, variant: str, executor: str, targets: list[Target], origin: str, driver: str | None,
            python: str | None, observed_rows: list[dict]) -> dict:
     """One row per class, then the scheduler requests for the classes that pass."""
-    if driver is not None and not DRIVER_VERSION.fullmatch(driver):
-        raise UserError(f"--driver {driver[:40]!r} is not a driver version like '535.104.05'.")
-    if len(targets) > MAX_CLASSES:
-        raise UserError(f"the pool has {len(targets)} GPU classes; gpucompat answers for at most {MAX_CLASSES}.")
+    check_pool(targets, driver)
     release = release_of(question.framework, question.version, variant)
     classes, passing, runnable = [], [], []
     nearest: dict[tuple, list[dict]] = {}  # one search per GPU and driver: classes often share them
