@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from gpucompat.knowledge.pyindex import FatbinStream, Index, IndexFile, wheel_archs
+from gpucompat.knowledge.archive import FatbinStream
+from gpucompat.knowledge.pyindex import Index, IndexFile, wheel_archs
 from gpucompat.probe.fatbin import KIND_ELF, KIND_PTX, fatbin_section, inspect_bytes
 from test_inspect import fatbin_entry, synthetic_elf
 

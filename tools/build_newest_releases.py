@@ -108,21 +108,6 @@ def uploaded(data: dict, release: str) -> str | None:
     return min(times)[:10] if times else None
 
 
-def newest_final(data: dict) -> tuple[Version, str] | None:
-    """PyPI's newest final release with at least one file that is not yanked, and its upload day."""
-    best = None
-    for text, files in data.get("releases", {}).items():
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
-        if version.is_prerelease or version.is_devrelease or not any(not f.get("yanked") for f in files):
-            continue
-        if best is None or version > best[0]:
-            best = (version, text)
-    return (best[0], uploaded(data, best[1]) or "") if best else None
-
-
 def build(offline: bool = False, today: str | None = None) -> list[dict]:
     today = today or datetime.date.today().isoformat()
     kept = {}

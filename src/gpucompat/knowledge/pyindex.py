@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..probe.fatbin import Archs
-from .archive import FatbinStream, member_archs, wheel_libraries, zip_member  # noqa: F401 (FatbinStream, member_archs: re-exported)
+from .archive import wheel_libraries, zip_member
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 CHUNK = 8 << 20  # bytes read ahead per range request while a member streams (never past the member's end)

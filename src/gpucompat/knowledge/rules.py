@@ -286,7 +286,7 @@ def _tensorflow_xla_rule(release: str, variant: str, cc: str | None, sass: list[
     found = _ptxas_pin("tensorflow", variant, release) if cc else None
     if found is None:
         return None
-    pin, package, floor, lowest, given = found
+    pin, package, _floor, lowest, given = found
     major, minor = (int(p) for p in cc.split("."))
     covered = any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in sass))
     if covered and _knows(lowest, major, minor):

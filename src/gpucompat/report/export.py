@@ -65,9 +65,9 @@ def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
     by_python = python_differs(valid + invalid)  # then each line's version says its Python
     head = ["Framework", "Framework Version", "Compute Capability", "CUDA Runtime Version"]
     lines += ["## Valid combinations", ""]
-    lines += _md_table(head, [[g["framework"], g["version"], g["cc"], g["cuda_runtime"]] for g in seed_table(valid, False, by_python)])
+    lines += _md_table(head, [[g["framework"], _with_python(g), g["cc"], g["cuda_runtime"]] for g in seed_table(valid, False, by_python)])
     lines += ["## Invalid combinations", ""]
-    lines += _md_table(head + ["Failure Reason"], [[g["framework"], g["version"], g["cc"], g["cuda_runtime"], g["failure"]]
+    lines += _md_table(head + ["Failure Reason"], [[g["framework"], _with_python(g), g["cc"], g["cuda_runtime"], g["failure"]]
                                                     for g in seed_table(invalid, True, by_python)])
     if verdicts.untested:
         lines += ["## Could not test (no verdict; `gpucompat sweep --resume ID` retries them)", ""]
@@ -75,6 +75,11 @@ def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
                            [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cause"], r["reason"]]
                             for r in verdicts.untested])
     return "\n".join(lines)
+
+
+def _with_python(line: dict) -> str:
+    """A grouped line's version, with its Python where the lines are kept apart by it ('2.4.1 (Python 3.13)')."""
+    return f"{line['version']} (Python {line['python']})" if line.get("python") else line["version"]
 
 
 def to_junit(sweep: dict, verdicts: Verdicts) -> str:

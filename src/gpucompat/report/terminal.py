@@ -225,7 +225,7 @@ def seed_tables(valid: list[dict], invalid: list[dict]) -> list[FitTable]:
     for title, rows, with_reason in (("Valid combinations", valid, False), ("Invalid combinations", invalid, True)):
         lines = seed_table(rows, with_reason, by_python)
         columns = [Col("framework", "Framework", [_text(line["framework"]) for line in lines]),
-                   Col("version", "Version", [_text(line["version"].split(" (Python ")[0]) for line in lines], "words"),
+                   Col("version", "Version", [_text(line["version"]) for line in lines], "words"),
                    *([Col("python", "Python", [_text(line["python"]) for line in lines])] if by_python else []),
                    Col("cc", "CC", [_text(line["cc"]) for line in lines]),
                    Col("cuda_runtime", "CUDA runtime", [_text(line["cuda_runtime"]) for line in lines])]
@@ -245,7 +245,7 @@ def surprises_view(rows: list[dict], wide: bool = False):
     return results_tables(rows, [], [], True, wide)[0] if rows else Text("no surprises: every observed cell agrees with the rules' prediction")
 
 
-def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict], per_cell: bool = True, wide: bool = False) -> list[FitTable]:
+def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict], per_cell: bool = True, wide: bool = False) -> list:
     """Surprises first, then the valid and the invalid cells (one row each, or the seed's grouped tables);
     each fits the width it is printed at, or with `wide` shows every column. Where some cells were imported unverified,
     each table's title counts them and a sentence after the tables says from where."""
