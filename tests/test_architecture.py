@@ -127,7 +127,8 @@ def test_every_env_provider_has_its_module_with_the_provider_functions():
     from gpucompat.model import ENV_PROVIDERS
 
     assert tuple(envs.PROVIDERS) == ENV_PROVIDERS
-    for name, module in envs.PROVIDERS.items():
+    for name in envs.PROVIDERS:
+        module = envs.provider(name)
         for function in ("install_script", "requirements_text", "interpreter"):
             assert callable(getattr(module, function, None)), f"env provider {name!r} lacks {function}()"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 from gpucompat.model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 from gpucompat.predict import predict
 from gpucompat.store import Store
@@ -289,3 +290,38 @@ def test_the_committed_h200_evidence_answers_torch_2_11_0_through_its_default_bu
     assert answer["source"] == "observed" and answer["verdict"] == "pass"
     assert answer["decided_by"].startswith("observed: torch 2.11.0+cu130 (PyPI's default build of 2.11.0) PASS on NVIDIA H200, driver 580.159.04")
     assert ask_h200(f"sqlite:///{copy}", "cupy")["observed"]["build"] == "cupy-cuda13x 14.2.0"
+
+
+def test_a_schema_5_store_is_read_through_sqlite3_with_every_import_unverified(tmp_path):
+    """A user's store from before signatures (schema 5, which reading alone does not upgrade) is read by explain through
+    sqlite3, not SQLAlchemy: no signer, and an imported sweep unverified, as the upgrade would write it."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from gpucompat.answers.observed import SQLITE_READ_SCHEMAS, stored_rows
+    from gpucompat.store import SCHEMA_VERSION
+
+    assert SCHEMA_VERSION in SQLITE_READ_SCHEMAS
+    from gpucompat.store import Store
+
+    db = tmp_path / "old.db"
+    store = Store(f"sqlite:///{db}")
+    for _ in range(2):  # two sweeps of one cell each: the second stands for one imported from another site
+        sweep = store.create_sweep("s", "sweep", "", None, {}, [Target("NVIDIA H100 80GB HBM3", "9.0", "580.159.04", count=1)],
+                                   [ResolvedStack(Stack("torch", "2.4.1", "default", "3.12", "uv"), True, cuda_runtime="12.1")],
+                                   lambda r, t: {"verdict": "pass", "code": None, "stage": None, "warnings": [], "reasons": []})
+        for cell in store.cells_of(sweep):
+            store.record_result(cell.id, Outcome("PASS", "compute", "ran"), None)
+    store.close()
+    with sqlite3.connect(db) as conn:  # what gpucompat wrote before signatures: schema 5, sources without signer/verified
+        conn.execute("ALTER TABLE sources DROP COLUMN signer")
+        conn.execute("ALTER TABLE sources DROP COLUMN verified")
+        conn.execute("INSERT INTO sources (site, origin, data) VALUES ('lab-a', 'digest', '{}')")
+        conn.execute("UPDATE sweeps SET source_id = 1 WHERE id = 2")
+        conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    rows = stored_rows(f"sqlite:///{db}")
+    assert [(r["sweep"], r["source"], r["verified"], r["signer"]) for r in rows] == [(1, "local", True, None), (2, "lab-a", False, None)]
+    code = ("import sys; from gpucompat.answers.observed import stored_rows; stored_rows(sys.argv[1]); "
+            "print('sqlalchemy' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code, f"sqlite:///{db}"], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -596,18 +596,23 @@ class Store:
             return [dict(r) for r in conn.execute(query).mappings()]
 
 
-def result_rows_sqlite(source: str | None, framework: str | None) -> str:
+def result_rows_sqlite(source: str | None, framework: str | None, schema: int = SCHEMA_VERSION) -> str:
     """Store.result_rows(None, source, framework) as SQLite's SQL, with a site's name and the framework as the
     named parameters :site and :framework: explain runs it through the standard library's sqlite3, without
-    importing SQLAlchemy (answers/observed.py keeps it, compiled once per gpucompat version and kind of question)."""
+    importing SQLAlchemy (answers/observed.py keeps it, compiled once per gpucompat version, store schema and kind
+    of question). For a schema-5 store, which reading alone does not upgrade, the columns it lacks are read as the
+    upgrade would write them: no signer, and an imported sweep unverified."""
     from sqlalchemy.dialects import sqlite
 
-    query = _result_rows_query(source, framework, bound=True)
+    query = _result_rows_query(source, framework, bound=True, signed=schema >= 6)
     return str(query.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
 
 
-def _result_rows_query(source: str | None, framework: str | None, bound: bool = False):
-    """bound: a site's name and the framework as the named parameters :site and :framework instead of values."""
+def _result_rows_query(source: str | None, framework: str | None, bound: bool = False, signed: bool = True):
+    """bound: a site's name and the framework as the named parameters :site and :framework instead of values;
+    signed=False: a schema-5 store's, whose sources have no signer or verified column yet."""
+    verified = (sa.func.coalesce(sources.c.verified, sa.true()) if signed
+                else sa.case((sweeps.c.source_id.is_(None), sa.true()), else_=sa.false()))
     query = (
         sa.select(
             cells.c.id.label("cell_id"), cells.c.sweep_id, sweeps.c.created_at, stacks.c.framework, stacks.c.version, stacks.c.variant, stacks.c.python,
@@ -621,7 +626,7 @@ def _result_rows_query(source: str | None, framework: str | None, bound: bool = 
             predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
             predictions.c.reasons.label("predicted_reasons"), sa.func.coalesce(sources.c.site, "local").label("source"),
             # a sweep run here is this site's own; an imported one is verified where a key this site trusts signed it
-            sa.func.coalesce(sources.c.verified, sa.true()).label("verified"), sources.c.signer,
+            verified.label("verified"), (sources.c.signer if signed else sa.null()).label("signer"),
         )
         .select_from(cells.join(stacks, stacks.c.id == cells.c.stack_id).join(targets, targets.c.id == cells.c.target_id)
                      .join(sweeps, sweeps.c.id == cells.c.sweep_id).outerjoin(sources, sources.c.id == sweeps.c.source_id)

@@ -25,6 +25,11 @@ from ..model import PASS, UNTESTED, is_verified
 from ..paths import cache_dir, default_url, sqlite_readonly
 
 
+# The store schemas explain reads through sqlite3 (store.SCHEMA_VERSION, and 5, which reading alone does not upgrade and
+# which lacks sources.signer/verified): written here, not imported, since importing the store is what this path avoids.
+SQLITE_READ_SCHEMAS = (5, 6)
+
+
 def stored_rows(db: str | None, source: str | None = None, framework: str | None = None) -> list[dict]:
     """Every stored cell (of one source, of one framework) as a display row; none when the SQLite file does not
     exist yet. A SQLite store is read through the standard library's sqlite3 with the store's own query,
@@ -41,43 +46,50 @@ def stored_rows(db: str | None, source: str | None = None, framework: str | None
     return [_row(r) for r in Store(url, readonly=True).result_rows(None, source=source, framework=framework)]
 
 
-def _query_file(source: str | None, framework: str | None) -> Path:
-    """Where the compiled query is kept: one per gpucompat version, store source and kind of question."""
+def _query_file(source: str | None, framework: str | None, schema: int) -> Path:
+    """Where the compiled query is kept: one per gpucompat version, store schema, store source and kind of question."""
     from .. import __version__
 
     here = Path(__file__).resolve().parent.parent
     stamp = "-".join(f"{s.st_mtime_ns:x}{s.st_size:x}" for s in ((here / "store.py").stat(), (here / "store_schema.py").stat()))
     kind = "all" if source is None else source if source in ("local", "imported") else "site"
-    return cache_dir() / "queries" / f"result-rows-{__version__}-{stamp}-{kind}-{'one' if framework else 'every'}.json"
+    return cache_dir() / "queries" / f"result-rows-{__version__}-{stamp}-s{schema}-{kind}-{'one' if framework else 'every'}.json"
 
 
-def _sqlite_rows(path: Path, source: str | None, framework: str | None) -> list[dict] | None:
-    """The rows through sqlite3, read-only; None where that cannot answer (another schema version, a file
-    sqlite3 cannot open read-only, not a gpucompat store): the store then opens it and says what is wrong."""
+def _query(source: str | None, framework: str | None, schema: int) -> dict:
+    """The compiled query for a store of this schema: read from the cache, else compiled by SQLAlchemy and kept."""
     import json
-    import sqlite3
-    from contextlib import closing
 
+    query_file = _query_file(source, framework, schema)
     try:
-        query_file = _query_file(source, framework)
-        query = json.loads(query_file.read_text())
+        return json.loads(query_file.read_text())
     except (OSError, ValueError):
-        from ..store import SCHEMA_VERSION, result_rows_sqlite
+        from ..store import result_rows_sqlite
 
-        query = {"schema_version": str(SCHEMA_VERSION), "sql": result_rows_sqlite(source, framework)}
+        query = {"schema_version": str(schema), "sql": result_rows_sqlite(source, framework, schema)}
         with suppress(OSError):
             query_file.parent.mkdir(parents=True, exist_ok=True)
             partial = query_file.with_suffix(f".{os.getpid()}")
             partial.write_text(json.dumps(query))
             os.replace(partial, query_file)
+        return query
+
+
+def _sqlite_rows(path: Path, source: str | None, framework: str | None) -> list[dict] | None:
+    """The rows through sqlite3, read-only; None where that cannot answer (another schema version, a file
+    sqlite3 cannot open read-only, not a gpucompat store): the store then opens it and says what is wrong."""
+    import sqlite3
+    from contextlib import closing
+
     database, mode = sqlite_readonly(path)
     try:
         with closing(sqlite3.connect(database + ("?" + "&".join(f"{k}={v}" for k, v in mode.items()) if mode else ""), uri=bool(mode))) as conn:
             conn.execute("PRAGMA query_only = ON")
             conn.row_factory = sqlite3.Row
             version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if version is None or str(version[0]) != query["schema_version"]:
+            if version is None or not str(version[0]).isdigit() or int(version[0]) not in SQLITE_READ_SCHEMAS:
                 return None
+            query = _query(source, framework, int(version[0]))
             return [_row(dict(r)) for r in conn.execute(query["sql"], {"site": source, "framework": framework})]
     except sqlite3.Error:
         return None

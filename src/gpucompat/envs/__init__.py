@@ -7,18 +7,20 @@ probe). Every executor writes its jobs' install.sh with the same function, so a 
 exactly the resolved environment wherever it runs.
 """
 
+import importlib
 from types import ModuleType
 
-from . import conda, container, current, uv
-
-PROVIDERS: dict[str, ModuleType] = {"uv": uv, "current": current, "conda": conda, "container": container}
+PROVIDERS = ("uv", "current", "conda", "container")  # model.ENV_PROVIDERS; each a module here, imported at its first use
 
 
 def provider(name: str) -> ModuleType:
-    return PROVIDERS[name]
+    """The provider module of an env name (imported here, so that `explain`, which needs one of its names, loads none)."""
+    if name not in PROVIDERS:
+        raise KeyError(name)
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 def job_files(resolved) -> dict[str, str]:
     """Files a provider writes into each job directory beside the probe (conda: environment.yml and its lock)."""
-    files = getattr(PROVIDERS.get(resolved.stack.env), "job_files", None)
+    files = getattr(provider(resolved.stack.env), "job_files", None) if resolved.stack.env in PROVIDERS else None
     return files(resolved) if files else {}
