@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import run_cli
 from gpucompat.model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
 from gpucompat.predict import predict
 from gpucompat.store import Store
