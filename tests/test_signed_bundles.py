@@ -238,6 +238,14 @@ def test_an_unsigned_bundle_imports_only_with_untrusted_and_every_view_marks_it(
     shown = run_cli("advise", "torch", "--gpu", "NVIDIA H100 80GB HBM3", "--driver", "580.159.04", "--python", "3.12", "--db", db,
                     env={"COLUMNS": "200"}, check=0).stdout
     assert "UNVERIFIED (imported from lab-a)" in shown
+    # history, and explain --pool's observed cells
+    history = run_cli("history", "torch==2.11.0", "--gpu", "NVIDIA H100 80GB HBM3", "--db", db, env={"COLUMNS": "250"}, check=0).stdout
+    assert "UNVERIFIED (lab-a)" in history
+    plan = tmp_path / "pool.toml"
+    plan.write_text('name = "p"\n[[targets]]\nname = "NVIDIA H100 80GB HBM3"\ncc = "9.0"\ndriver = "580.159.04"\n'
+                    '[[stacks]]\nframework = "torch"\nenv = "current"\n')
+    pooled = json.loads(run_cli("explain", "torch==2.11.0", "--pool", str(plan), "--python", "3.12", "--db", db, "--json", check=0).stdout)
+    assert "UNVERIFIED" in pooled["classes"][0]["observed_summary"]
     # report --site: each row, and each page's sources
     site = tmp_path / "site"
     run_cli("report", "--db", db, "--site", str(site), check=0)

@@ -82,7 +82,9 @@ def _summary(rows: list[dict]) -> str:
     for row in rows:
         codes[row["code"]] = codes.get(row["code"], 0) + 1
     sweeps = sorted({row["sweep"] for row in rows if row.get("sweep") is not None})
-    return ", ".join(f"{code} x{n}" if n > 1 else code for code, n in codes.items()) + (f" (sweep {', '.join(map(str, sweeps))})" if sweeps else "")
+    unverified = sum(1 for row in rows if not row.get("verified", True))  # imported from a bundle no trusted key of its site signed
+    return ", ".join(f"{code} x{n}" if n > 1 else code for code, n in codes.items()) + (f" (sweep {', '.join(map(str, sweeps))})" if sweeps else "") + (
+        f"; {unverified} UNVERIFIED" if unverified else "")
 
 
 def answer(question: Question, variant: str, executor: str, targets: list[Target], origin: str, driver: str | None,

@@ -485,8 +485,10 @@ def history_table(rows: list[dict], title: str) -> Table:
 
     for row in rows:
         when = datetime.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M") if row.get("created_at") else ""
+        # a row imported from a bundle no trusted key of its site signed says so where its verdict is
+        mark = "" if row.get("verified", True) else f"UNVERIFIED ({row.get('source') or 'imported'}): "
         table.add_row(str(row["sweep"]), when, escape(row["gpu"]), escape(row["cc"] or ""), escape(row["driver"] or ""), escape(row["cuda_runtime"] or ""),
-                      code_text(row["code"]), escape(row["reason"][:160]))
+                      code_text(row["code"]), escape(mark + row["reason"][:160]))
     return table
 
 
