@@ -7,7 +7,7 @@ import json
 from packaging.version import Version
 
 from conftest import REPO, run_cli, write
-from gpucompat.answers.advise import _candidates, _release, _series_releases
+from gpucompat.answers.advise import candidates, release_for, series_releases
 from gpucompat.answers.advise_pool import advise_pool
 from gpucompat.answers.asked import NEWEST, pool_targets
 from gpucompat.knowledge.rules import PASS, predict_stack
@@ -21,7 +21,7 @@ def _advise(pool=SITE, framework="torch", rows=(), driver=None, python=None):
 
 
 def _runs(framework, version, variant, target):
-    return predict_stack(framework, _release(framework, version, variant), variant, target.cc, target.driver, None, gpu=target.name).verdict == PASS
+    return predict_stack(framework, release_for(framework, version, variant), variant, target.cc, target.driver, None, gpu=target.name).verdict == PASS
 
 
 def test_the_site_wide_release_runs_on_every_class_and_no_newer_one_does():
@@ -31,7 +31,7 @@ def test_the_site_wide_release_runs_on_every_class_and_no_newer_one_does():
     assert all(_runs("torch", site["version"], site["variant"], t) for t in targets)
     assert site["install"].startswith(f"pip install 'torch=={site['version']}'")
     # every candidate newer than it leaves at least one class out (the R450 RTX 2080 Ti and the sm_100 B200 pull apart)
-    newer = [(v, var) for series, var in _candidates("torch") for v in _series_releases("torch", series, var)
+    newer = [(v, var) for series, var in candidates("torch") for v in series_releases("torch", series, var)
              if Version(v).release[:2] > Version(site["version"]).release[:2]]
     assert newer and all(not all(_runs("torch", v, var, t) for t in targets) for v, var in newer[:40])
 

@@ -57,6 +57,13 @@ def test_allowed_options_are_written_into_the_array_script_in_their_long_form(is
             "#SBATCH --exclusive\n#SBATCH --no-requeue\n#SBATCH --comment=weekly\n#SBATCH --nice=10\n#SBATCH --wait-all-nodes=1\n") in script
 
 
+def _refusal(option: str) -> str:
+    """The one sentence a plan whose extra_sbatch holds this option is refused with."""
+    with pytest.raises(UserError) as raised:
+        parse_plan(slurm_plan([option]), "plan.toml")
+    return str(raised.value)
+
+
 @pytest.mark.parametrize("option, expected", [
     # the three forms sbatch reads, each to the same option
     ("--export ALL", "'--export ALL': --export sets the variables"),
@@ -76,9 +83,7 @@ def test_allowed_options_are_written_into_the_array_script_in_their_long_form(is
     ("--expo=ALL", "which option --expo abbreviates (--export or --export-file)"),
 ])
 def test_every_other_option_is_refused_naming_it_and_why(option, expected):
-    with pytest.raises(UserError) as raised:
-        parse_plan(slurm_plan([option]), "plan.toml")
-    said = str(raised.value)
+    said = _refusal(option)
     assert said.startswith("plan.toml: [slurm] extra_sbatch ") and expected in said, said
     assert said.endswith(f"remove it: {ONLY}.") or "abbreviates" in said, said
 
@@ -105,9 +110,8 @@ def test_every_other_option_is_refused_naming_it_and_why(option, expected):
     ("END", "must be a list of sbatch options, one string each"),
 ])
 def test_options_gpucompat_sets_and_malformed_ones_are_one_sentence(option, expected):
-    with pytest.raises(UserError) as raised:
-        parse_plan(slurm_plan([option]), "plan.toml")
-    assert expected in str(raised.value) and "\n" not in str(raised.value).replace(repr(option)[1:-1], ""), str(raised.value)
+    said = _refusal(option)
+    assert expected in said and "\n" not in said.replace(repr(option)[1:-1], ""), said
 
 
 def test_every_sbatch_option_is_allowed_or_refused_with_a_reason():

@@ -42,8 +42,7 @@ from .errors import UserError
 from .knowledge.overlay import json_too_deep
 from .paths import config_dir, open_user_file, size_words
 from .redact import Redactor
-from .signing import RESERVED_SITES, check_name
-from .signing import SITE_NAME as _SITE
+from .signing import check_name, is_site_name
 from .store import Store, bench, cells, predictions, results, sources, stacks, sweeps, targets
 
 FORMAT = "gpucompat-bundle"
@@ -220,13 +219,15 @@ def _lines(path: Path) -> Iterator[bytes]:
         raise _refused(path, f"is damaged or cut short (its compressed data ends early or does not check: {exc})") from None
 
 
-def _json(path: Path, line: bytes, what: str):
-    """A line's record; refused where it is not JSON, or nests deeper than MAX_DEPTH (before the parser recurses into it)."""
+def _json(path: Path, line: bytes, what: str, bounded: bool = False):
+    """A line's record; refused where it is not JSON, or nests deeper than MAX_DEPTH (before the parser recurses into it;
+    `bounded`: verify() already counted it, and a line changed since fails the digest, the parser's RecursionError too)."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         raise _refused(path, f"is not a gpucompat bundle ({what} is not JSON)") from None
-    _bounded(path, text, what)
+    if not bounded:
+        _bounded(path, text, what)
     try:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -268,12 +269,12 @@ def verify(path: Path, untrusted: bool = False) -> dict:
                 raise _refused(path, "is not a gpucompat bundle (its schema version is not a number)")
             if header["schema"] > SCHEMA:
                 raise _refused(path, f"is a bundle of schema {header['schema']}, newer than this gpucompat reads ({SCHEMA}): upgrade gpucompat to import it")
-            if not isinstance(header.get("site"), str) or not _SITE.fullmatch(header["site"]) or header["site"].lower() in RESERVED_SITES:
+            if not is_site_name(header.get("site")):
                 raise _refused(path, "is not a gpucompat bundle (it names no valid site)")
         elif line.startswith(b'{"sweep":'):
             sweep = (_json(path, line, "a sweep's line") or {}).get("sweep")
             site = sweep.get("site") if isinstance(sweep, dict) else None
-            if not isinstance(site, str) or not _SITE.fullmatch(site) or site.lower() in RESERVED_SITES:
+            if not is_site_name(site):
                 raise _refused(path, "is not a gpucompat bundle (a sweep names no valid site)")
             found.append({"site": site, "origin": sweep.get("origin"), "hash": hashlib.sha256(site.encode() + b"\n")})
         else:  # read again, and parsed, by merge(): here only bounded, so that a line nested too deep is refused before the store opens
@@ -382,7 +383,7 @@ def merge(store: Store, checked: dict) -> dict:
         again.update(next(lines, b""))  # the header, checked by verify()
         ended = False
         for number, line in enumerate(lines, start=2):
-            record = _json(path, line, f"line {number}")
+            record = _json(path, line, f"line {number}", bounded=True)
             if not isinstance(record, dict) or len(record) != 1:
                 raise _refused(path, f"is not a gpucompat bundle (line {number} is not one record)")
             (kind, body), = record.items()

@@ -20,6 +20,7 @@ import typer
 
 from .cli_advise import advise_conda, advise_pool
 from .cli_console import LazyConsole, QuietPipe, escape, out_width
+from .cli_console import print_json as _print_json
 from .cli_envs import register as register_envs
 from .cli_knowledge import register as register_knowledge
 from .cli_share import SOURCE_HELP, chosen_sweep, register, resumable, write_site
@@ -71,12 +72,6 @@ def _interrupted_says(sentence: str):
     except KeyboardInterrupt:
         err.print(escape(sentence), highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-
-
-def _print_json(value) -> None:
-    import json
-
-    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
 def _run_and_report(store, sweep_id: int, json_out: bool, fmt: str = "table", wide: bool = False) -> list[dict]:

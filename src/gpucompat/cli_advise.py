@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
+from .cli_console import print_json
 from .errors import UserError
 
 
@@ -43,7 +43,7 @@ def advise_pool(name: str | None, pool: str, gpu: str | None, cc: str | None, dr
     rows = [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=framework)]
     result = answer(framework, executor, targets, origin, driver, python, python_from, tuple(notes + python_notes), rows)
     if json_out:
-        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+        print_json(result)
         return
     from .report.answers import advise_pool_view
 

@@ -39,6 +39,13 @@ class LazyConsole:
         return getattr(self.real(), name)
 
 
+def print_json(value) -> None:
+    """One JSON object on stdout, as every command's --json prints it."""
+    import json
+
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
 def escape(text: str) -> str:
     """Rich's markup escaped (Rich imported only here, at the first use)."""
     from rich.markup import escape as rich_escape

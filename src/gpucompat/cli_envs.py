@@ -6,19 +6,14 @@ it stays one room; the errors are cli.guarded's (one sentence, exit 2).
 
 from __future__ import annotations
 
-import json
-import sys
-
 from typing import TYPE_CHECKING
 
 import typer
 
+from .cli_console import print_json as _print_json
+
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-def _print_json(value) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
 def register(app: typer.Typer, guarded, out: "Console") -> None:

@@ -6,19 +6,15 @@ Thin, as cli.py is: parse, call learn.py, print. Progress goes to stderr, so std
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from .cli_console import print_json as _print_json
+
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-def _print_json(value) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
 def summary_table(result: dict):

@@ -47,9 +47,14 @@ class BadSignature(Exception):
     """Why a bundle's signature does not verify (a few words)."""
 
 
+def is_site_name(name) -> bool:
+    """1 to 64 letters, digits, spaces or ._@+- starting with a letter or digit, and not a --source word."""
+    return isinstance(name, str) and SITE_NAME.fullmatch(name) is not None and name.lower() not in RESERVED_SITES
+
+
 def check_name(name, where: str) -> str:
     """A site's name (in a bundle, or a trusted key's): 1 to 64 letters, digits, spaces or ._@+-, not a --source word."""
-    if not isinstance(name, str) or not SITE_NAME.fullmatch(name) or name.lower() in RESERVED_SITES or name.casefold() == OWN:
+    if not is_site_name(name) or name.casefold() == OWN:
         raise UserError(f"{where}: {str(name)[:70]!r} is not a site name: 1 to 64 letters, digits, spaces or ._@+- starting with a letter or "
                         f"digit, and not {', '.join(RESERVED_SITES)} or {OWN!r}.")
     return name

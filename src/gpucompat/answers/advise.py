@@ -49,7 +49,7 @@ def image_line(image: str) -> str:
     return f'{{ env = "container", image = {json.dumps(image)} }}'
 
 
-def _candidates(framework: str) -> list[tuple[str, str]]:
+def candidates(framework: str) -> list[tuple[str, str]]:
     """(version, variant) points the knowledge can judge, newest first."""
     if framework == "torch":
         default = {r["release"]: r["variant"] for r in tables.table("torch_pypi_default")}
@@ -103,7 +103,7 @@ def _why_not(prediction) -> str:
     return f"{prediction.verdict}: {deciding.text}" if deciding else prediction.verdict
 
 
-def _release(framework: str, version: str, variant: str) -> str:
+def release_for(framework: str, version: str, variant: str) -> str:
     """A candidate's release as the rules take it: an X.Y.* series as X.Y, torch's build as its local label."""
     return release_of(framework, version.replace(".*", ""), variant)
 
@@ -130,7 +130,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
             continue
         seen.add((row["version"], row["variant"]))
         # it passed on this GPU class; whether it runs with this driver and Python the rules judge, with the CUDA it really had
-        check = predict_stack(framework, _release(framework, row["version"], row["variant"]), row["variant"], where["cc"], driver, python,
+        check = predict_stack(framework, release_for(framework, row["version"], row["variant"]), row["variant"], where["cc"], driver, python,
                               row.get("cuda_runtime") or None, gpu=name)
         if check.verdict == "fail":
             left_out.append({"source": "observed", "version": row["version"], "variant": row["variant"], "why": _why_not(check)})
@@ -152,7 +152,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
     # each candidate series as the newest of its releases that runs here (with this Python): an exact version, never X.Y.*;
     # self-contained builds first, those that need the system's CUDA libraries (answers/conditions.py) after them
     self_contained, conditional = [], []
-    for version, variant in _candidates(framework):
+    for version, variant in candidates(framework):
         if len(self_contained) >= limit:
             break
         release = version.replace(".*", "")
@@ -196,7 +196,7 @@ def _judgeable_releases(framework: str, variant: str | None) -> tuple[Version, .
     return tuple(sorted(v for v in found if judgeable(framework, v)))
 
 
-def _series_releases(framework: str, version: str, variant: str) -> list[str]:
+def series_releases(framework: str, version: str, variant: str) -> list[str]:
     """A candidate's releases, newest first: every X.Y.z of an X.Y.* series (JAX: of the plugin's minor series) the
     knowledge holds; the candidate itself where the tables hold none."""
     if framework == "cuda-runtime":
@@ -210,8 +210,8 @@ def _series_releases(framework: str, version: str, variant: str) -> list[str]:
 def _first_running(framework: str, version: str, variant: str, cc: str, driver: str, python: str | None, gpu: str | None):
     """(exact version, prediction): the newest release of the candidate's series predicted to run; else its newest, judged."""
     first = None
-    for exact in _series_releases(framework, version, variant):
-        p = predict_stack(framework, _release(framework, exact, variant), variant, cc, driver, python, gpu=gpu)
+    for exact in series_releases(framework, version, variant):
+        p = predict_stack(framework, release_for(framework, exact, variant), variant, cc, driver, python, gpu=gpu)
         if p.verdict == PASS:
             return exact, p
         first = first or (exact, p)
@@ -223,7 +223,7 @@ def newest_running(framework: str, cc: str | None, driver: str, python: str | No
     predicted to run on this GPU and driver with this Python, a self-contained build before one that needs the system's
     CUDA libraries. For the nearest yes, on this driver or on a branch that drives the GPU."""
     conditional = None
-    for version, variant in _candidates(framework):
+    for version, variant in candidates(framework):
         exact, p = _first_running(framework, version, variant, cc, driver, python, gpu)
         if p.verdict != PASS:
             continue
@@ -240,16 +240,16 @@ def why_empty(asked: Asked, left_out: list[dict]) -> str:
     here = f"{gpu or 'compute capability ' + where['cc']} with driver {where['driver']}" + (f" and Python {python}" if python else "")
     said = f"No {framework} release the knowledge holds is predicted to run on {here}"
     if python:  # where the Python is what is in the way: the newest stack that runs with another, and which Pythons it has
-        for version, variant in _candidates(framework):
+        for version, variant in candidates(framework):
             exact, p = _first_running(framework, version, variant, where["cc"], where["driver"], None, gpu)
             if p.verdict == PASS:
-                pythons = wheel_pythons(framework, _release(framework, exact, variant), variant)
+                pythons = wheel_pythons(framework, release_for(framework, exact, variant), variant)
                 with_python = f" with Python {pythons[0]} to {pythons[-1]}" if len(pythons) > 1 else f" with Python {pythons[0]}" if pythons else ""
                 return (f"{said}: every release that runs on this GPU and driver lacks wheels for Python {python}. "
                         f"{spec_text(framework, exact, variant)} would run{with_python} ({install_command(framework, exact, variant)}).")
-    for version, variant in _candidates(framework):  # a newer driver for the newest candidate that one would make run
-        exact = _series_releases(framework, version, variant)[0]
-        newer = oldest_driver(framework, _release(framework, exact, variant), variant, where["cc"], where["driver"], python, gpu)
+    for version, variant in candidates(framework):  # a newer driver for the newest candidate that one would make run
+        exact = series_releases(framework, version, variant)[0]
+        newer = oldest_driver(framework, release_for(framework, exact, variant), variant, where["cc"], where["driver"], python, gpu)
         if newer is not None:
             return f"{said}. Driver {newer['driver']} or newer would run {spec_text(framework, exact, variant)} (an administrator's change)."
     first = left_out[0]["why"] if left_out else "the knowledge holds no candidate"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..knowledge.rules import PASS, predict_stack
 from ..model import Target, is_verified
-from .advise import _candidates, _release, _series_releases, advise_for, install_commands
+from .advise import advise_for, candidates, install_commands, release_for, series_releases
 from .asked import NEWEST, Asked, newest_python
 from .conditions import CONDITIONAL, system_libraries
 from .pool import check_pool, class_driver, htcondor_request, scheduler_request
@@ -82,7 +82,7 @@ def runs_on(framework: str, version: str, variant: str, site: Site, python: str 
         return "observed" if seen == "PASS" else None
     key = (version, variant, site.where["cc"], site.where.get("matched") or site.target.name, site.where["driver"])
     if key not in memo:
-        memo[key] = predict_stack(framework, _release(framework, version, variant), variant, site.where["cc"], site.where["driver"],
+        memo[key] = predict_stack(framework, release_for(framework, version, variant), variant, site.where["cc"], site.where["driver"],
                                   python, gpu=site.where.get("matched") or site.target.name).verdict == PASS
     return "predicted" if memo[key] else None
 
@@ -92,8 +92,8 @@ def site_wide(framework: str, sites: list[Site], python: str | None, observed_ro
     libraries); where none does, the newest of those that run on the most classes, with the classes it leaves out."""
     memo: dict = {}
     best, conditional = None, None
-    for series, variant in _candidates(framework):
-        for version in _series_releases(framework, series, variant):  # newest first: an older patch may run where it does not
+    for series, variant in candidates(framework):
+        for version in series_releases(framework, series, variant):  # newest first: an older patch may run where it does not
             how = {s.label: runs_on(framework, version, variant, s, python, observed_rows, memo) for s in sites}
             covered = [label for label, h in how.items() if h]
             found = {"version": version, "variant": variant, "runs_on": covered, "left_out": [label for label, h in how.items() if not h],

@@ -101,7 +101,7 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
     pins = {pin.name: pin for pin in parsed.pins}
     conda_cuda = _conda_cuda(parsed.pins)
     rows, set_reasons, majors = [], [], []
-    frameworks: list[dict] = []  # the frameworks in the CUDA-major check, for its fix lines
+    torch_build: dict | None = None  # torch's pin and release, where it is a CUDA build: the other way out of mixed majors
     wheels: list[tuple[Pin, int]] = []  # CUDA's own wheels in it, with their major
     gpu_names: set[str] = set()
     torch = next((pins[n] for n in TORCH_NAMES if n in pins), None)
@@ -113,7 +113,7 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
         cuda = prediction.resolved.get("cuda_runtime")
         if cuda and variant != "cpu":
             majors.append((f"torch {question.version} ({prediction.resolved.get('variant', variant)})", int(cuda.split(".")[0])))
-            frameworks.append({"name": "torch", "pin": torch, "version": question.version, "major": int(cuda.split(".")[0])})
+            torch_build = {"pin": torch, "version": question.version}
         if variant == "default" and not torch.conda and question.version:
             set_reasons += [r for r in (pin_rule(question.version, p.name, p.version) for p in parsed.pins if p.version) if r]
     tf = next((pins[n] for n in TF_NAMES if n in pins), None)
@@ -148,7 +148,7 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
     mixed = majors_rule(majors)
     set_reasons = ([mixed] if mixed else []) + set_reasons
     result = _summary(parsed, rows, set_reasons, gpu_names, where, python)
-    result["fixes"] = _package_fixes(rows, result["nearest"]) + (_major_fixes(frameworks, wheels, majors, where, python) if mixed else [])
+    result["fixes"] = _package_fixes(rows, result["nearest"]) + (_major_fixes(torch_build, wheels, majors, where, python) if mixed else [])
     return result
 
 
@@ -165,7 +165,7 @@ def _package_fixes(rows: list[dict], nearest: dict) -> list[dict]:
     return fixes
 
 
-def _major_fixes(frameworks: list[dict], wheels: list[tuple[Pin, int]], majors: list, where: dict, python: str | None) -> list[dict]:
+def _major_fixes(torch: dict | None, wheels: list[tuple[Pin, int]], majors: list, where: dict, python: str | None) -> list[dict]:
     """For a set that mixes CUDA majors, the two ways out: drop CUDA's own wheels of the other major (the frameworks bring
     their libraries for their own), or take torch's build for the wheels' major, where one exists and runs here."""
     wheel_names = {pin.name for pin, _ in wheels}
@@ -174,12 +174,11 @@ def _major_fixes(frameworks: list[dict], wheels: list[tuple[Pin, int]], majors: 
         return []  # frameworks of two majors (or none): no line to drop settles it
     major = framework_majors.pop()
     others = [(pin, m) for pin, m in wheels if m != major]
-    names = ", ".join(sorted({what for what, m in majors if what not in wheel_names}))
+    names = sorted({what for what, m in majors if what not in wheel_names})
+    are = f"is a CUDA {major} build and brings its" if len(names) == 1 else f"are CUDA {major} builds and bring their"
     fixes = [{"for": "set", "line": None, "install": None,
-              "text": f"remove {', '.join(f'line {pin.line} ({pin.name})' for pin, _ in others)}: {names} "
-                      f"{'is a' if ',' not in names else 'are'} CUDA {major} build{'s' if ',' in names else ''} and bring{'s' if ',' not in names else ''} "
-                      f"{'its' if ',' not in names else 'their'} own CUDA {major} libraries"}]
-    torch = next((fw for fw in frameworks if fw["name"] == "torch"), None)
+              "text": f"remove {', '.join(f'line {pin.line} ({pin.name})' for pin, _ in others)}: {', '.join(names)} {are} own "
+                      f"CUDA {major} libraries"}]
     wanted = {m for _pin, m in others}
     build = _torch_build_for(torch["version"], wanted.pop(), where, python) if torch and len(wanted) == 1 else None
     if build is not None:
