@@ -51,6 +51,19 @@ def _sweep(store, driver, outcomes):
     return sweep
 
 
+def test_markdown_names_each_cell_s_gpu_driver_python_and_site(tmp_path):
+    """The grouped tables say none of them (issue 39 section 8): a table of cells under them does."""
+    from gpucompat.store import Store
+
+    url = f"sqlite:///{tmp_path / 'md.db'}"
+    _sweep(Store(url), "550.54.15", {"12.4": ("PASS", "compute", "ran"), "13.0": ("DRIVER_TOO_OLD", "device", "runtime 13.0 is newer")})
+    markdown = run_cli("results", "--db", url, "--format", "md", check=0).stdout
+    cells = markdown.split("## Cells", 1)[1].strip().splitlines()
+    assert cells[0] == "| Framework | Version | Variant | Python | GPU | CC | Driver | CUDA runtime | Verdict | Source |"
+    assert cells[2:] == ["| cuda-runtime | 12.4 | default | 3.12 | NVIDIA H100 80GB HBM3 | 9.0 | 550.54.15 | 12.4 | PASS (compute) | local |",
+                         "| cuda-runtime | 13.0 | default | 3.12 | NVIDIA H100 80GB HBM3 | 9.0 | 550.54.15 | 13.0 | DRIVER_TOO_OLD (device) | local |"]
+
+
 def test_diff_and_history_after_a_driver_change(tmp_path):
     import json
 

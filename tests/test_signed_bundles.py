@@ -225,7 +225,10 @@ def test_an_unsigned_bundle_imports_only_with_untrusted_and_every_view_marks_it(
     assert run_cli("results", "--db", db, "--list", env={"COLUMNS": "200"}, check=0).stdout.count("lab-a (UNVERIFIED)") == 2
     csv_lines = run_cli("results", "--db", db, "--sweep", "2", "--format", "csv", check=0).stdout.splitlines()
     assert ",source,verified," in csv_lines[0] and all(",lab-a,False," in line for line in csv_lines[1:])
-    assert "**UNVERIFIED: 5 cells were imported" in run_cli("results", "--db", db, "--sweep", "2", "--format", "md", check=0).stdout
+    markdown = run_cli("results", "--db", db, "--sweep", "2", "--format", "md", check=0).stdout
+    assert "**UNVERIFIED: 5 cells were imported" in markdown
+    cells = markdown.split("## Cells", 1)[1].strip().splitlines()[2:]  # each cell names the site it came from
+    assert len(cells) == 5 and all(line.endswith("| lab-a (UNVERIFIED) |") for line in cells)
     # explain's observed rows: the observation still answers, and says it is unverified
     answer = json.loads(run_cli(*TORCH, "--db", db, "--json", check=0).stdout)
     assert answer["source"] == "observed" and answer["observed"]["verified"] is False and answer["observed"]["site"] == "lab-a"

@@ -59,9 +59,9 @@ def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
     lines += [f"**{_md_cell(note)}**", ""] if note else []
     if surprises:
         lines += ["## Surprises (observed differs from predicted)", ""]
-        lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "CC", "Observed", "Predicted", "Reason"],
-                           [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cc"], r["code"],
-                             f"{r['predicted']} {r['predicted_code']}".strip(), r["reason"]] for r in surprises])
+        lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "CC", "Driver", "Observed", "Predicted", "Reason", "Source"],
+                           [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cc"], r["driver"], r["code"],
+                             f"{r['predicted']} {r['predicted_code']}".strip(), r["reason"], _md_source(r)] for r in surprises])
     by_python = python_differs(valid + invalid)  # then each line's version says its Python
     head = ["Framework", "Framework Version", "Compute Capability", "CUDA Runtime Version"]
     lines += ["## Valid combinations", ""]
@@ -71,10 +71,26 @@ def to_markdown(sweep: dict, verdicts: Verdicts) -> str:
                                                     for g in seed_table(invalid, True, by_python)])
     if verdicts.untested:
         lines += ["## Could not test (no verdict; `gpucompat sweep --resume ID` retries them)", ""]
-        lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "Cause", "Reason"],
-                           [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cause"], r["reason"]]
+        lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "Driver", "Cause", "Reason", "Source"],
+                           [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["driver"], r["cause"], r["reason"], _md_source(r)]
                             for r in verdicts.untested])
+    # the grouped lines above say no GPU, driver, Python or site: each cell with them, as `results --cells` lists it
+    lines += ["## Cells", ""]
+    lines += _md_table(["Framework", "Version", "Variant", "Python", "GPU", "CC", "Driver", "CUDA runtime", "Verdict", "Source"],
+                       [[r["framework"], r["version"], r["variant"], r["python"], r["gpu"], r["cc"], r["driver"], r["cuda_runtime"],
+                         _md_verdict(r), _md_source(r)] for r in sorted(valid + invalid + verdicts.untested, key=lambda r: r["cell"])])
     return "\n".join(lines)
+
+
+def _md_verdict(row: dict) -> str:
+    if row["code"] == "UNTESTED":
+        return f"UNTESTED ({row['cause']})"
+    return f"{row['code']} ({row['stage'] or '-'}{'' if row['observed'] else ', predicted'})"
+
+
+def _md_source(row: dict) -> str:
+    """Where the cell was observed: local (run here) or the site a bundle came from, UNVERIFIED where no trusted key signed it."""
+    return row["source"] + ("" if row.get("verified", True) else " (UNVERIFIED)")
 
 
 def _with_python(line: dict) -> str:
