@@ -294,7 +294,7 @@ def test_an_older_store_is_upgraded_and_a_newer_one_refused(tmp_path, exported):
     assert json.loads(run_cli("results", "--db", into, "--list", "--json", check=0).stdout)[0]["source"] == "local"  # read in memory
     run_cli("import", str(kept), "--db", into, check=0)  # a writer upgrades it
     with sqlite3.connect(into.removeprefix("sqlite:///")) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "6"
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "7"
         assert {r[1] for r in conn.execute("PRAGMA table_info(sweeps)")} >= {"source_id"}
         assert {r[1] for r in conn.execute("PRAGMA table_info(sources)")} >= {"signer", "verified"}
         conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))

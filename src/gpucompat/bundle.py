@@ -43,7 +43,7 @@ from .knowledge.overlay import json_too_deep
 from .paths import config_dir, open_user_file, size_words
 from .redact import Redactor
 from .signing import check_name, is_site_name
-from .store import Store, bench, cells, predictions, results, sources, stacks, sweeps, targets
+from .store import Store, bench, cells, predictions, results, sources, stacks, sweep_vouchers, sweeps, targets
 
 FORMAT = "gpucompat-bundle"
 SCHEMA = 2  # the bundle's own schema: a bundle of a newer one is refused, never half-read (2: a signature line may end it)
@@ -411,6 +411,8 @@ def merge(store: Store, checked: dict) -> dict:
                 source_id = conn.execute(sources.insert().values(site=body["site"], origin=origin, data=provenance, signer=checked["signer"],
                                                                  verified=verified)).inserted_primary_key[0]
                 sweep_id = conn.execute(sweeps.insert().values(**_row(sweeps, body, path, "sweep"), source_id=source_id)).inserted_primary_key[0]
+                conn.execute(sweep_vouchers.insert().values(sweep_id=sweep_id, site=header["site"], signer=checked["signer"],
+                                                            trusted_as=checked["trusted_as"], verified=verified, imported_at=provenance["imported_at"]))
                 added.append({"id": sweep_id, "site": body["site"], "was": body.get("ref"), "name": body.get("name")})
                 maps = {"target": {}, "stack": {}}
             elif skip:

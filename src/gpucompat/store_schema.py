@@ -3,10 +3,13 @@ explain's observation lookup compiles once for SQLite (answers/observed.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 6  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table; 5: sources, sweeps.source_id;
-# 6: sources.signer, sources.verified
+SCHEMA_VERSION = 7  # 2: predictions table, results.observed; 3: stacks.resolve_cause; 4: bench table; 5: sources, sweeps.source_id;
+# 6: sources.signer, sources.verified; 7: sources.identity, sweep_vouchers
 
 metadata = sa.MetaData()
 
@@ -19,11 +22,27 @@ sources = sa.Table(  # where an imported sweep came from (bundle.py); a sweep ru
     "sources", metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("site", sa.Text, nullable=False, index=True),
-    sa.Column("origin", sa.String(64), nullable=False, unique=True),  # the sweep's digest: each is imported once
+    # a token unique to the row (before schema 7: the digest a bundle named, which a forger could copy); never read as the sweep's identity
+    sa.Column("origin", sa.String(64), nullable=False, unique=True),
+    # the sweep's identity, computed by the importer from its observations (sweep_identity); None: imported before schema 7,
+    # computed by the next import (bundle.merge)
+    sa.Column("identity", sa.String(64), index=True),
     sa.Column("data", sa.JSON, nullable=False),  # the bundle's provenance: gpucompat version, plan digest, times, its id there
     sa.Column("signer", sa.String(64)),  # the fingerprint of the key that signed the bundle (signing.py); None: unsigned
-    # True: signed by a key this site trusted when it imported the sweep; False: imported with --untrusted (or before signatures)
+    # True: one of its vouchers is verified (sweep_vouchers); False: none is (--untrusted, another site's key, before signatures)
     sa.Column("verified", sa.Boolean, nullable=False, server_default=sa.false()),
+)
+sweep_vouchers = sa.Table(  # each site that vouched for an imported sweep: one row per bundle's site and signing key
+    "sweep_vouchers", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("sweep_id", sa.Integer, sa.ForeignKey("sweeps.id"), nullable=False, index=True),
+    sa.Column("site", sa.Text, nullable=False),  # the site the bundle says exported it (its header), not the sweep's own site
+    sa.Column("signer", sa.String(64)),  # the fingerprint of the key that signed that bundle; None: unsigned
+    sa.Column("trusted_as", sa.Text),  # the name this site trusts that key under; None: not trusted
+    # True: signed by a key this site trusts under the name of the site the sweep says it comes from (a key vouches for its own
+    # site's sweeps); False: unsigned, a key not trusted here, or another site's key
+    sa.Column("verified", sa.Boolean, nullable=False),
+    sa.Column("imported_at", sa.Float),  # None: carried over from before schema 7 with no time
 )
 sweeps = sa.Table(
     "sweeps", metadata,
@@ -113,3 +132,57 @@ bench = sa.Table(  # the bench rung's figures: one row per measurement (and data
     sa.Column("repetitions", sa.Integer, nullable=False),
     sa.Column("data", sa.JSON, nullable=False),  # NVML clocks before and after, size, note, the samples
 )
+
+
+# -- a sweep's identity --------------------------------------------------------------------------------------------------
+
+IDS = frozenset({"id", "sweep_id", "cell_id", "stack_id", "target_id", "source_id"})  # the store's own ids: no part of a sweep's content
+
+
+def _canonical(table: sa.Table, body) -> str:
+    """A row's content as one JSON text: every column of table but the store's ids, as the store gives it back (a float
+    column's 3 reads 3.0), keys sorted; what a bundle carries beyond the columns is never stored, so never counted."""
+    body = body if isinstance(body, dict) else {}
+    row = {}
+    for column in table.columns:
+        if column.name in IDS:
+            continue
+        value = body.get(column.name)
+        if isinstance(column.type, sa.Float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        row[column.name] = value
+    return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class SweepIdentity:
+    """A sweep's identity: the sha256 of its observations, fed as a bundle carries them or as the store reads them back
+    (the same for both): its kind and start time, its GPU classes, its stacks, and each cell's stack, GPU class, result,
+    prediction and bench figures, each part sorted. Not the site a bundle names, its origin field, its signature, the
+    store's ids, nor the sweep's name, plan or options: the same observations exported by two sites are one sweep."""
+
+    def __init__(self, sweep) -> None:
+        sweep = sweep if isinstance(sweep, dict) else {}
+        started = sweep.get("created_at")
+        self._head = json.dumps({"kind": sweep.get("kind"), "created_at": float(started) if isinstance(started, int) and
+                                 not isinstance(started, bool) else started}, sort_keys=True, default=str)
+        self._parts: dict[str, dict] = {"target": {}, "stack": {}}
+        self._cells: list[str] = []
+
+    def part(self, kind: str, ref, body) -> None:
+        """A target or stack record (ref: what the sweep's cells name it by)."""
+        self._parts[kind][json.dumps(ref, default=str)] = _digest(_canonical(targets if kind == "target" else stacks, body))
+
+    def cell(self, stack_ref, target_ref, result, prediction, figures) -> None:
+        found = [self._parts[k].get(json.dumps(r, default=str)) for k, r in (("stack", stack_ref), ("target", target_ref))]
+        figures = sorted(_canonical(bench, f) for f in (figures if isinstance(figures, list) else []))
+        self._cells.append(_digest(json.dumps([*found, None if result is None else _canonical(results, result),
+                                               None if prediction is None else _canonical(predictions, prediction), figures])))
+
+    def hexdigest(self) -> str:
+        text = "\n".join([self._head, *sorted(self._parts["target"].values()), "", *sorted(self._parts["stack"].values()), "",
+                           *sorted(self._cells)])
+        return _digest("gpucompat-sweep-identity-1\n" + text)

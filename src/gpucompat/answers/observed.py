@@ -27,7 +27,7 @@ from ..paths import cache_dir, default_url, sqlite_readonly
 
 # The store schemas explain reads through sqlite3 (store.SCHEMA_VERSION, and 5, which reading alone does not upgrade and
 # which lacks sources.signer/verified): written here, not imported, since importing the store is what this path avoids.
-SQLITE_READ_SCHEMAS = (5, 6)
+SQLITE_READ_SCHEMAS = (5, 6, 7)  # 7 adds only what result rows do not read (identities, vouchers)
 
 
 def stored_rows(db: str | None, source: str | None = None, framework: str | None = None) -> list[dict]:
