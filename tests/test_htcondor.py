@@ -71,6 +71,19 @@ def test_submit_descriptions_and_dag_read_back_with_the_bindings(tmp_path):
                    ["JOB", "cell2:0", "cell2.sub"], ["SCRIPT", "POST", "cell2:0", str(tmp_path / "cell-2" / "post.sh"), "$RETURN"]]
 
 
+def test_max_running_is_dagmans_max_jobs_submitted_in_the_dags_own_config(tmp_path):
+    executor(max_running=3).prepare([Cell(1, RUNTIME, A100, RUNTIME_PINS), Cell(2, TORCH, A100, TORCH_PINS)], tmp_path)
+    lines = (tmp_path / DAG_FILE).read_text().splitlines()
+    assert "CONFIG dagman.config" in lines and not any(line.startswith(("CATEGORY", "MAXJOBS")) for line in lines)
+    assert (tmp_path / "dagman.config").read_text().split() == ["DAGMAN_MAX_JOBS_SUBMITTED", "=", "3"]
+    # DAGMan reads its CONFIG file as HTCondor configuration: the knob as the bindings' own parser reads it back
+    config = subprocess.run([sys.executable, "-c", "import htcondor2; print(htcondor2.param['DAGMAN_MAX_JOBS_SUBMITTED'])"],
+                            env={**os.environ, "CONDOR_CONFIG": str(tmp_path / "dagman.config")}, capture_output=True, text=True)
+    assert config.stdout.strip() == "3", config.stderr
+    executor().prepare([Cell(1, RUNTIME, A100, RUNTIME_PINS)], tmp_path / "uncapped")
+    assert "CONFIG" not in (tmp_path / "uncapped" / DAG_FILE).read_text()  # no cap unless the plan asks
+
+
 def test_requests_default_where_the_plan_sets_none(tmp_path):
     executor().prepare([Cell(1, RUNTIME, A100, RUNTIME_PINS)], tmp_path)
     job = submit_file(tmp_path, 1)

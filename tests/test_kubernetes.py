@@ -742,3 +742,24 @@ def test_the_executor_is_built_from_the_plans_table():
     spec = parse_plan('executor = "kubernetes"\n[kubernetes]\nimage = "python:3.12"\nmemory = "8G"\ncpu = 2\n'
                       '[[targets]]\nname = "NVIDIA A100-SXM4-80GB"\ncc = "8.0"\n[[stacks]]\nframework = "cuda-runtime"\nversions = ["12.4"]\n')
     assert build(spec, None, False).requests == {"memory": "8192Mi", "cpu": "2"}
+
+
+def test_max_running_creates_at_most_that_many_jobs_and_the_rest_as_they_finish(tmp_path, monkeypatch):
+    # one Job per cell, so a Job's `parallelism` cannot cap the sweep: the watcher holds the others back
+    server = FakeApiServer()
+    executor, jobs, clock = submitted(server, tmp_path, 5, monkeypatch, Timeouts(pending=600), max_running=2)
+    assert server.count("POST", "/jobs") == 2 and set(executor.poll().values()) == {WAITING}
+    clock.advance(900)  # past the pending timeout: the held cells have waited on the sweep's cap, not on the cluster
+    first, second = jobs[0], jobs[1]
+    finish(server, executor, first, complete_status(), terminated_pod("Succeeded", 0))
+    server.set_job_status(executor._names[second.id], running_status())
+    states = executor.poll()
+    assert states[first.id] == DONE and states[second.id] == RUNNING
+    assert server.count("POST", "/jobs") == 3  # the third is created once the first finished
+    third = executor._names[jobs[2].id]
+    server.set_job_status(third, running_status())
+    clock.advance(2.0)
+    states = executor.poll()
+    assert states[jobs[2].id] == RUNNING and states[jobs[3].id] == WAITING and server.count("POST", "/jobs") == 3
+    executor.cancel(jobs[1:])  # Ctrl-C: the Jobs created are deleted, the held ones never created
+    assert server.count("POST", "/jobs") == 3 and not server.jobs.keys() - {executor._names[first.id]}

@@ -205,6 +205,17 @@ def test_site_resource_options_are_parsed_per_executor():
     assert make_executor(k8s, None, False).requests == {"memory": "8192Mi", "cpu": "2"}
 
 
+def test_max_running_and_build_first_reach_their_executors():
+    from gpucompat.executors import make_executor
+
+    slurm = make_executor(parse_plan('executor="slurm"\n[slurm]\nmax_running=4\nbuild_first=true\n' + STACK), None, False)
+    assert (slurm.max_running, slurm.build_first, slurm.array_range(24)) == (4, True, "0-23%4")
+    assert make_executor(parse_plan('executor="slurm"\n' + STACK), None, False).array_range(24) == "0-23"  # no cap unless asked
+    assert make_executor(parse_plan('executor="htcondor"\n[htcondor]\nmax_running=3\n' + STACK), None, False).max_running == 3
+    k8s = parse_plan('executor="kubernetes"\n[kubernetes]\nimage="python:3.12"\nmax_running=2\n' + STACK)
+    assert make_executor(k8s, None, False).watcher.max_running == 2
+
+
 @pytest.mark.parametrize("table, expected", [
     ('executor="slurm"\n[slurm]\nmem="lots"\n', "[slurm] mem 'lots' is not an amount of memory"),
     ('executor="slurm"\n[slurm]\ncpus_per_task=0\n', "[slurm] cpus_per_task must be a whole number from 1 to 1024"),
@@ -214,6 +225,12 @@ def test_site_resource_options_are_parsed_per_executor():
     ('executor="htcondor"\n[htcondor]\nrequest_memory="0"\n', "outside 1 MiB to 64 TiB"),
     ('executor="htcondor"\n[htcondor]\nrequirements="x"\n', "[htcondor]: unknown key 'requirements'"),
     ('executor="kubernetes"\n[kubernetes]\nimage="python:3.12"\ncpu="2; rm -rf /"\n', "[kubernetes] cpu must be a whole number"),
+    ('executor="slurm"\n[slurm]\nmax_running=0\n', "[slurm] max_running must be a whole number from 1 to 100,000"),
+    ('executor="slurm"\n[slurm]\nmax_running="4%2"\n', "[slurm] max_running must be a whole number"),
+    ('executor="htcondor"\n[htcondor]\nmax_running=true\n', "[htcondor] max_running must be a whole number"),
+    ('executor="kubernetes"\n[kubernetes]\nimage="python:3.12"\nmax_running=100001\n', "[kubernetes] max_running must be a whole number"),
+    ('executor="slurm"\n[slurm]\nbuild_first="yes"\n', "[slurm] build_first must be true or false, not a string"),
+    ('executor="htcondor"\n[htcondor]\nbuild_first=true\n', "[htcondor]: unknown key 'build_first'"),
 ])
 def test_site_resource_mistakes_get_one_sentence(table, expected):
     with pytest.raises(UserError) as raised:

@@ -126,6 +126,35 @@ env = "current"
     assert all("#SBATCH --time=5" in s for s in scripts)  # install 3 min + cell 2 min
 
 
+def test_build_first_builds_on_a_cpu_before_the_capped_gpu_arrays(cluster, isolated):
+    plan = write(isolated / "plan.toml", """
+name = "built-first"
+executor = "slurm"
+targets = "discover"
+[timeouts]
+pending = "2m"
+cell = "2m"
+install = "3m"
+[slurm]
+build_first = true
+max_running = 1
+[[stacks]]
+framework = "cuda-runtime"
+versions = ["12.4"]
+""")
+    run_cli("sweep", str(plan), env=cluster, check=0, timeout=400)
+    data = json.loads(run_cli("results", "--json", "--cells", check=0).stdout)
+    assert [(c["code"], c["cause"]) for c in data["untested"]] == [("UNTESTED", "no-gpu")] * 2, data  # installed, probed, no GPU here
+    workdir = next((isolated / "gpucompat-runs").glob("sweep-*"))
+    [built] = (workdir / "build").iterdir()
+    assert "Installed" in (built / "install.log").read_text() and not (built / "install.failed").exists()
+    assert (isolated / "cache" / "envs" / built.name / ".gpucompat-ready").exists()
+    # each GPU task found its environment built: it never opened an install.log of its own (afterok held it until then)
+    assert not list(workdir.glob("cell-*/install.log")) and len(list(workdir.glob("cell-*/result.json"))) == 2
+    assert all("#SBATCH --array=0-0%1" in p.read_text() for p in workdir.glob("array-*.sh"))
+    assert "--gres" not in (workdir / "build.sh").read_text() and list(workdir.glob("slurm-build-*_0.out"))
+
+
 def test_a_container_image_is_pulled_on_every_node_despite_a_shared_ready_marker(tmp_path):
     # podman/docker keep images in each node's store: another node's marker in the shared env_root says nothing here
     from gpucompat.executors.base import JobSettings
@@ -236,3 +265,61 @@ def test_two_nodes_train_through_srun(two_nodes, tmp_path):
     assert two["speedup"] == pytest.approx(two["value"] / one["value"]) and two["efficiency"] == pytest.approx(two["speedup"] / 2)
     assert two["note"].startswith("srun --nodes 2 --ntasks-per-node 1, DistributedDataParallel, cnn model")
     assert not list(tmp_path.glob("gpucompat-scale-*"))  # the result file rank 0 wrote is gone
+
+
+def _runtime_cells():
+    from gpucompat.model import Cell, ResolvedStack, Stack, Target
+
+    runtime = Stack("cuda-runtime", "12.4", "default", "3.11", "uv", ("nvidia-cuda-runtime-cu12==12.4.*",))
+    pins = ResolvedStack(runtime, True, ("nvidia-cuda-runtime-cu12==12.4.127",), "12.4.127")
+    return [Cell(1, runtime, Target("NVIDIA A100", "8.0", declared=True, gres="a100"), pins),
+            Cell(2, runtime, Target("NVIDIA H100", "9.0", declared=True, gres="h100"), pins)]
+
+
+def test_max_running_caps_the_array_and_build_first_builds_each_environment_once_on_a_cpu(tmp_path):
+    from gpucompat.executors.base import JobSettings
+    from gpucompat.executors.slurm import SlurmExecutor
+    from gpucompat.model import Timeouts
+
+    executor = SlurmExecutor(JobSettings(Timeouts(install=600)), partition="gpu", max_running=3, build_first=True, env_root=tmp_path / "envs")
+    jobs = executor.prepare(_runtime_cells(), tmp_path / "work")
+    arrays = sorted((tmp_path / "work").glob("array-*.sh"))
+    assert len(arrays) == 2 and all("#SBATCH --array=0-0%3\n" in a.read_text() for a in arrays)
+    build = (tmp_path / "work" / "build.sh").read_text()
+    directives = [line.split(" ", 1)[1] for line in build.splitlines() if line.startswith("#SBATCH")]
+    # one task for the one environment both cells use; no GPU asked, the site's partition kept, the install's time
+    assert directives == ["--time=11", "--partition=gpu", "--job-name=gpucompat-work-build", "--array=0-0", "--output=slurm-build-%A_%a.out"]
+    [task] = (tmp_path / "work" / "build").iterdir()
+    assert task.name == jobs[0].env_dir.name and (task / "install.sh").read_text() == (jobs[0].path / "install.sh").read_text()
+    assert executor.submit_commands() == [["sbatch", "--parsable", "build.sh"],
+                                          ["sbatch", "--parsable", "--dependency=afterok:BUILD", "array-0.sh"],
+                                          ["sbatch", "--parsable", "--dependency=afterok:BUILD", "array-1.sh"]]
+    # the build task, run here as a node runs it: a failed install is written down and the task still ends well (afterok)
+    write(task / "install.sh", "echo no such wheel; exit 3\n")
+    node = subprocess.run(["bash", str(task / "build.sh")], capture_output=True, text=True, timeout=60)
+    assert node.returncode == 0 and (task / "install.failed").read_text().strip() == "3"
+    # then the GPU task takes the build's failure as its own install's, and tries no install on the GPU
+    cell = subprocess.run(["bash", str(jobs[0].path / "run.sh")], capture_output=True, text=True, timeout=60)
+    assert cell.returncode == 0 and (jobs[0].path / "install.failed").read_text().strip() == "3"
+    assert (jobs[0].path / "install.log").read_text() == "no such wheel\n" and not (jobs[0].path / "result.json").exists()
+    # an environment already built needs no build job, and no GPU array waits
+    (jobs[0].env_dir / ".gpucompat-ready").parent.mkdir(parents=True, exist_ok=True)
+    (jobs[0].env_dir / ".gpucompat-ready").write_text("built\n")
+    again = SlurmExecutor(JobSettings(Timeouts()), build_first=True, env_root=tmp_path / "envs")
+    again.prepare(_runtime_cells(), tmp_path / "work2")
+    assert not (tmp_path / "work2" / "build.sh").exists() and all(len(c) == 3 for c in again.submit_commands())
+
+
+def test_a_task_held_by_the_sweeps_own_cap_or_build_is_not_waiting_for_the_queue(tmp_path):
+    from gpucompat.executors.base import JobSettings
+    from gpucompat.executors.slurm import SlurmExecutor
+    from gpucompat.model import Timeouts
+
+    executor = SlurmExecutor(JobSettings(Timeouts(pending=60)), env_root=tmp_path / "envs")
+    executor._submitted_at[1] = time.monotonic() - 3600
+    executor._judge_pending(1, "99_1", "JobArrayTaskLimit")
+    executor._judge_pending(1, "99_1", "Dependency")
+    assert 1 not in executor._ended and time.monotonic() - executor._submitted_at[1] < 5  # the queue's clock starts again
+    executor._run = lambda command, cwd=None: subprocess.CompletedProcess(command, 0, "", "")  # scancel
+    executor._judge_pending(2, "99_2", "DependencyNeverSatisfied")
+    assert executor._ended[2].untested[0] == "scheduler" and "builds its environment" in executor._ended[2].untested[1]

@@ -23,10 +23,12 @@ from .sbatch_options import check_extra_sbatch
 # Each executor's own table of the plan ([slurm], [htcondor], [kubernetes]): key -> kind of value.
 EXECUTOR_OPTIONS = {
     "slurm": {"partition": "name", "account": "name", "qos": "name", "reservation": "name",
-              "mem": "memory", "cpus_per_task": "count", "extra_sbatch": "sbatch_lines"},
-    "htcondor": {"request_memory": "memory", "request_cpus": "count", "request_disk": "memory"},
-    "kubernetes": {"image": "image", "namespace": "namespace", "memory": "memory", "cpu": "count"},
+              "mem": "memory", "cpus_per_task": "count", "extra_sbatch": "sbatch_lines", "max_running": "limit",
+              "build_first": "flag"},
+    "htcondor": {"request_memory": "memory", "request_cpus": "count", "request_disk": "memory", "max_running": "limit"},
+    "kubernetes": {"image": "image", "namespace": "namespace", "memory": "memory", "cpu": "count", "max_running": "limit"},
 }
+MAX_RUNNING = 100_000  # the largest max_running: far above any pool's GPU count; Slurm's %N, DAGMan's and the watcher's caps take it
 TOP_KEYS = {
     "name", "executor", "targets", "python", "timeouts", "stacks",
     "max_parallel_installs", "max_parallel_probes", "platform", "wheelhouse", "offline", "bench", "max_cells", *EXECUTOR_OPTIONS,
@@ -322,6 +324,15 @@ def _option(section: str, key: str, kind: str, value: object):
     if kind == "count":
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
             raise UserError(f"{where} must be a whole number from 1 to 1024.")
+        return value
+    if kind == "limit":  # how many of the sweep's GPU jobs may run at once
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNNING:
+            raise UserError(f"{where} must be a whole number from 1 to {MAX_RUNNING:,}: how many GPU jobs may run at once "
+                            "(leave it out for no cap).")
+        return value
+    if kind == "flag":
+        if not isinstance(value, bool):
+            raise UserError(f"{where} must be true or false, not {_kind(value)}.")
         return value
     if kind == "sbatch_lines":  # an allowlist: only options that leave the job's environment, identity, output and timing
         return check_extra_sbatch(value, where)

@@ -259,12 +259,13 @@ class HTCondorExecutor:
     detached = True  # DAGMan runs on; results are collected by --resume
 
     def __init__(self, settings: JobSettings, request_memory: int | None = None, request_cpus: int | None = None,
-                 request_disk: int | None = None):
+                 request_disk: int | None = None, max_running: int | None = None):
         self.timeouts = settings.timeouts
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
         self.bench = settings.bench
         self.requests = {"request_memory": request_memory, "request_cpus": request_cpus, "request_disk": request_disk}  # MiB, cores, MiB
+        self.max_running = max_running  # [htcondor] max_running: DAGMan submits at most this many node jobs at once
         self.submitted: str | None = None  # what was submitted, in words
         self._jobs: list[JobDir] = []
         self._by_hand: Path | None = None  # the directory of a DAG the user submitted by hand
@@ -300,7 +301,10 @@ class HTCondorExecutor:
             return self.attach(cells, workdir)
         (workdir / SUBMIT_FAILED).unlink(missing_ok=True)
         requests = request_values(self.requests)
-        dag = htcondor2.dags.DAG()
+        # [htcondor] max_running as DAGMan's DAGMAN_MAX_JOBS_SUBMITTED (what condor_submit_dag -maxjobs sets), in the
+        # DAG's own CONFIG file, so a DAG submitted by hand keeps it. Not a MAXJOBS category: htcondor2.dags writes
+        # max_jobs_by_category as "CATEGORY name N", a line DAGMan reads as putting a node "name" in category N.
+        dag = htcondor2.dags.DAG(dagman_config={"DAGMAN_MAX_JOBS_SUBMITTED": self.max_running} if self.max_running else None)
         jobs = []
         # one probe.pyz for the sweep: HTCondor transfers it from there into each job's scratch directory
         probe = condor_path(sweep_probe(workdir)) if cells else ""

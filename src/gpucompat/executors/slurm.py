@@ -47,6 +47,9 @@ ACTIVE = {"PENDING": WAITING, "REQUEUED": WAITING, "REQUEUE_HOLD": WAITING, "REQ
 BLOCKED = ("BadConstraints", "FrontEndDown", "Licenses", "NodeDown", "PartitionDown", "PartitionInactive",
            "PartitionNodeLimit", "QOSJobLimit", "QOSResourceLimit", "QOSUsageThreshold", "InvalidQOS", "InvalidAccount")
 BLOCKED_PREFIXES = ("AssocGrp", "AssocMax")
+# Pending reasons of the sweep's own making: its max_running cap, and GPU arrays waiting for the build array (afterok)
+OWN_WAITS = ("JobArrayTaskLimit", "Dependency")
+BUILD_DIR = "build"  # [slurm] build_first: the work directory's folder of environment builds, one per environment
 TASK_FILE = "slurm.task"  # the array task that runs a cell, as "jobid_index"
 # squeue's answer when every job asked for has left the queue and Slurm forgot it: not a failure
 FORGOTTEN = "Invalid job id specified"
@@ -111,7 +114,8 @@ class SlurmExecutor:
 
     def __init__(self, settings: JobSettings, partition: str | None = None, account: str | None = None, qos: str | None = None,
                  reservation: str | None = None, mem: int | None = None, cpus_per_task: int | None = None,
-                 extra_sbatch: tuple[str, ...] = (), env_root: Path | None = None, poll_s: float = 1.0):
+                 extra_sbatch: tuple[str, ...] = (), max_running: int | None = None, build_first: bool = False,
+                 env_root: Path | None = None, poll_s: float = 1.0):
         self.timeouts = settings.timeouts
         self.wheelhouse = settings.wheelhouse
         self.offline = settings.offline
@@ -122,6 +126,9 @@ class SlurmExecutor:
             ("partition", partition), ("account", account), ("qos", qos), ("reservation", reservation),
             ("mem", f"{mem}M" if mem else None), ("cpus-per-task", cpus_per_task)) if value] + list(extra_sbatch)
         self.env_root = env_root or cache_dir() / "envs"
+        self.max_running = max_running  # [slurm] max_running: --array=0-N%max_running, array tasks of one array at once
+        self.build_first = build_first  # [slurm] build_first: a CPU array builds the environments, the GPU arrays wait (afterok)
+        self._build: tuple[Path, set[int]] | None = None  # the build array prepare() wrote, with the cells that wait on it
         self.poll_s = poll_s
         self._task_of: dict[int, str] = {}  # cell id -> "jobid_index"
         self._arrays: list[tuple[Path, list[int]]] = []  # the array scripts prepare() wrote, with their cells
@@ -206,7 +213,8 @@ class SlurmExecutor:
         if cells:
             sweep_probe(workdir)  # one probe.pyz for the sweep (on the filesystem the nodes share), which every run.sh points at
         jobs, groups = [], {}
-        self._arrays = []
+        self._arrays, self._build = [], None
+        builds: dict[Path, tuple[Cell, str]] = {}  # build_first: environment -> the first cell that needs it built, its install.sh
         adopted = self.adoptable(cells, workdir)
         for cell in cells:
             provider = envs.provider(cell.stack.env)
@@ -231,6 +239,12 @@ class SlurmExecutor:
                 (path / "requirements.txt").write_text(provider.requirements_text(cell.resolved))
                 ready, lock = shell_word(env_dir / READY_MARKER), shell_word(str(env_dir) + ".lock")
                 lines.append(f"mkdir -p {shell_word(env_dir.parent)}")
+                if self.build_first and cell.stack.env != "container" and not (env_dir / READY_MARKER).exists():
+                    # the build array ran first (afterok): a failed build is this cell's failed install, not tried again on a GPU
+                    builds.setdefault(env_dir, (cell, script))
+                    built = workdir / BUILD_DIR / env_dir.name
+                    lines.append(f"if [ ! -e {ready} ] && [ -e {shell_word(built / 'install.failed')} ]; then "
+                                 f"cp {shell_word(built / 'install.log')} install.log; cp {shell_word(built / 'install.failed')} install.failed; exit 0; fi")
                 if cell.stack.env == "container":
                     # podman and docker keep images in each node's own store: a marker in the shared env_root
                     # would make the other nodes skip the pull. install.sh is idempotent (inspect || pull).
@@ -264,21 +278,83 @@ class SlurmExecutor:
             script = workdir / f"array-{number}.sh"
             # --output is relative to the directory sbatch runs in (the work directory): no path in a directive
             directives = [*request, *self._common_args(), f"--job-name={slurm_name(f'gpucompat-{workdir.name}')}-{number}",
-                          f"--array=0-{len(members) - 1}", "--output=slurm-%A_%a.out"]
+                          f"--array={self.array_range(len(members))}", "--output=slurm-%A_%a.out"]
             cells_list = " ".join(shell_word(job.path / "run.sh") for job in members)
             script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {sbatch_directive(d)}\n" for d in directives)
                               + shell_comment(target.key) + f"\ncells=({cells_list})\nexec bash \"${{cells[$SLURM_ARRAY_TASK_ID]}}\"\n")
             self._arrays.append((script, [job.id for job in members]))
+        if builds:
+            self._build = (self._write_builds(builds, workdir), {job.id for job in jobs if job.env_dir in builds})
         return jobs
+
+    def array_range(self, tasks: int) -> str:
+        """sbatch's --array value for `tasks` tasks: 0-23, or 0-23%N where [slurm] max_running caps how many run at once."""
+        return f"0-{tasks - 1}" + (f"%{self.max_running}" if self.max_running else "")
+
+    def _write_builds(self, builds: dict[Path, tuple[Cell, str]], workdir: Path) -> Path:
+        """[slurm] build_first: build.sh, a CPU array (no GPU asked) with one task per environment to build, each in
+        build/<environment>/ with its install.sh, under the same lock and ready marker the cells' run.sh use. A task
+        always exits 0: a failed install is written down (install.failed, install.log) for the cells to report, so
+        the GPU arrays' afterok dependency holds them only until the builds end."""
+        folders = []
+        for env_dir, (cell, script) in builds.items():
+            folder = workdir / BUILD_DIR / env_dir.name
+            folder.mkdir(parents=True, exist_ok=True)
+            for stale in ("install.failed", "install.log"):  # a resumed sweep builds again what is still not built
+                (folder / stale).unlink(missing_ok=True)
+            (folder / "install.sh").write_text(script)
+            (folder / "requirements.txt").write_text(envs.provider(cell.stack.env).requirements_text(cell.resolved))
+            ready, lock = shell_word(env_dir / READY_MARKER), shell_word(str(env_dir) + ".lock")
+            (folder / "build.sh").write_text("\n".join([
+                "#!/bin/bash", shell_comment(f"gpucompat environment {env_dir.name}: {cell.stack.key}"),
+                f"cd {shell_word(folder)} || exit 70",
+                "unset PYTHONPATH  # built as the cells test it",
+                f"mkdir -p {shell_word(env_dir.parent)}",
+                f"( flock 9; [ -e {ready} ] || {{ timeout {math.ceil(self.timeouts.install)} sh install.sh && date > {ready}; }} ) "
+                f"9> {lock} > install.log 2>&1",
+                'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; fi',
+                "exit 0", ""]))
+            folders.append(folder)
+        script = workdir / "build.sh"
+        directives = [f"--time={max(1, math.ceil(self.timeouts.install / 60) + 1)}", *self.site_args,
+                      f"--job-name={slurm_name(f'gpucompat-{workdir.name}')}-build", f"--array=0-{len(folders) - 1}",
+                      "--output=slurm-build-%A_%a.out"]
+        listed = " ".join(shell_word(folder / "build.sh") for folder in folders)
+        script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {sbatch_directive(d)}\n" for d in directives)
+                          + "# builds each environment once, on a CPU, before the GPU arrays start\n"
+                          + f"builds=({listed})\nexec bash \"${{builds[$SLURM_ARRAY_TASK_ID]}}\"\n")
+        return script
+
+    def submit_commands(self) -> list[list[str]]:
+        """The sbatch commands submit() runs, in order, for what prepare() wrote (a dry run says them):
+        the build array first where there is one, then each GPU array, after it where it waits for it."""
+        commands = [["sbatch", "--parsable", self._build[0].name]] if self._build else []
+        for script, members in self._arrays:
+            waits = self._build is not None and bool(set(members) & self._build[1])
+            commands.append(["sbatch", "--parsable", *(["--dependency=afterok:BUILD"] if waits else []), script.name])
+        return commands
 
     def submit(self, jobs: list[JobDir]) -> None:
         """sbatch the arrays prepare() wrote for exactly these jobs (adopted cells are already Slurm's)."""
         wanted = {job.id for job in jobs}
         by_id = {job.id: job for job in jobs}
+        build_id, build_refused = None, ""
+        if self._build and self._build[1] & wanted:
+            proc = self._run(["sbatch", "--parsable", self._build[0].name], cwd=self._build[0].parent)
+            if proc.returncode == 0:
+                build_id = proc.stdout.strip().split(";")[0]
+            else:
+                build_refused = f"sbatch refused the job that builds the environments first: {proc.stderr.strip()[-400:]}"
         for script, members in self._arrays:
             if not set(members) <= wanted:
                 continue
-            proc = self._run(["sbatch", "--parsable", script.name], cwd=script.parent)
+            waits = self._build is not None and bool(set(members) & self._build[1])
+            if waits and build_refused:
+                for cell_id in members:
+                    self._ended[cell_id] = Observation(facts={}, untested=("scheduler", build_refused))
+                continue
+            after = [f"--dependency=afterok:{build_id}"] if waits and build_id else []
+            proc = self._run(["sbatch", "--parsable", *after, script.name], cwd=script.parent)
             if proc.returncode != 0:
                 for cell_id in members:
                     self._ended[cell_id] = Observation(facts={}, untested=("scheduler", f"sbatch refused the job: {proc.stderr.strip()[-400:]}"))
@@ -392,8 +468,14 @@ class SlurmExecutor:
         blocked = code in BLOCKED or code.startswith(BLOCKED_PREFIXES)
         if code == "ReqNodeNotAvail":
             blocked = self._nodes_down(reason)
+        if code in OWN_WAITS:  # held by the sweep itself (max_running, the build array): the queue's wait starts after
+            self._submitted_at[cell_id] = time.monotonic()
+            return
         waited = time.monotonic() - self._submitted_at.get(cell_id, time.monotonic())
-        if blocked:
+        if code == "DependencyNeverSatisfied":  # the build array ended without success (its node failed, its time ran out)
+            self._ended[cell_id] = Observation(facts={}, untested=(
+                "scheduler", f"the job that builds its environment first did not end well (squeue reason: {reason})"))
+        elif blocked:
             nodes = self._node_states()
             self._ended[cell_id] = Observation(facts={}, no_match=f"cancelled while pending: squeue reason {reason}"
                                                + (f"; nodes: {nodes}" if nodes else ""))

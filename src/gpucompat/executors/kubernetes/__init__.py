@@ -70,7 +70,7 @@ class KubernetesExecutor:
     _names = _watcher_attribute("names")  # cell -> its Job's name
 
     def __init__(self, settings: JobSettings, image: str | None = None, namespace: str = "default", memory: int | None = None,
-                 cpu: int | None = None, poll_s: float = 2.0):
+                 cpu: int | None = None, max_running: int | None = None, poll_s: float = 2.0):
         if not image:
             raise UserError("the kubernetes executor needs an image: add [kubernetes] image = \"...\" to the plan.")
         self.timeouts = settings.timeouts
@@ -80,7 +80,8 @@ class KubernetesExecutor:
         self.requests = {"memory": f"{memory}Mi" if memory else None, "cpu": str(cpu) if cpu else None}
         self.image = image
         self.namespace = namespace
-        self.watcher = JobWatcher(namespace, settings.timeouts, image, poll_s)  # the cells' Jobs on the cluster
+        self.max_running = max_running  # [kubernetes] max_running: Jobs of the sweep unfinished at once (the watcher holds the rest)
+        self.watcher = JobWatcher(namespace, settings.timeouts, image, poll_s, max_running)  # the cells' Jobs on the cluster
         self.submitted = ""
         self._maps: dict[int, list[Path]] = {}  # cell -> the ConfigMap files its Job mounts
 

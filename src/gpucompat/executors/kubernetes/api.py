@@ -63,8 +63,12 @@ def _owned_by(pods, job) -> list:
 class JobWatcher:
     """One sweep's Jobs in one namespace: the API's two clients, and per cell its Job's name and state."""
 
-    def __init__(self, namespace: str, timeouts: Timeouts, image: str, poll_s: float = 2.0):
+    def __init__(self, namespace: str, timeouts: Timeouts, image: str, poll_s: float = 2.0, max_running: int | None = None):
         self.namespace = namespace
+        # [kubernetes] max_running: at most this many of the sweep's Jobs exist unfinished at once; the others are created
+        # as earlier ones finish. One Job per cell, so a Job's own `parallelism` (pods of one Job) cannot cap the sweep.
+        self.max_running = max_running
+        self._held: dict[int, dict] = {}  # cell -> manifest, not created yet because max_running Jobs are unfinished
         self.timeouts = timeouts
         self.image = image  # the plan's image, named when a Job's own spec is not at hand
         self.poll_s = poll_s
@@ -97,9 +101,25 @@ class JobWatcher:
     def watch(self, cell_id: int, manifest: dict, now: float) -> None:
         """Create the cell's Job from its manifest (or adopt the one an earlier run created) and watch it."""
         self.sweep = manifest["metadata"]["labels"][SWEEP_LABEL]
+        if self.max_running and self._unfinished() >= self.max_running:
+            self._cells.append(cell_id)
+            self._held[cell_id] = manifest
+            return
         self._cells.append(cell_id)
         self._since[cell_id] = now
         self._start(cell_id, manifest)
+
+    def _unfinished(self) -> int:
+        """The cells whose Job exists (or is about to) and has not finished: what max_running counts."""
+        return sum(1 for c in self._cells if c not in self._final and c not in self._finished and c not in self._held)
+
+    def _release_held(self, now: float) -> None:
+        """Create held Jobs, oldest first, while fewer than max_running are unfinished; their pending clock starts now."""
+        while self._held and self._unfinished() < (self.max_running or 0):
+            cell_id = next(iter(self._held))
+            manifest = self._held.pop(cell_id)
+            self._since[cell_id] = now
+            self._start(cell_id, manifest)
 
     def ensure_config_map(self, manifest: dict) -> None:
         try:
@@ -186,6 +206,8 @@ class JobWatcher:
         for cell_id in self._cells:
             if cell_id in self._final or cell_id in self._finished:
                 states[cell_id] = DONE
+            elif cell_id in self._held:
+                states[cell_id] = WAITING
             elif cell_id in self._to_create:
                 old = by_name.get(self._to_create[cell_id]["metadata"]["name"])
                 if old is None:
@@ -216,6 +238,9 @@ class JobWatcher:
                 pods = None
             for cell_id, job in not_running:
                 states[cell_id] = WAITING if pods is None else self._not_running(cell_id, job, _owned_by(pods, job), now)
+        if self._held:
+            self._release_held(now)  # for the Jobs that finished in this poll; theirs show at the next one
+            states.update({cell_id: DONE for cell_id in self._final if states.get(cell_id) != DONE})
         self._states = states
         return dict(states)
 
@@ -333,6 +358,7 @@ class JobWatcher:
             return
         for cell_id in cell_ids:
             self._to_create.pop(cell_id, None)
+            self._held.pop(cell_id, None)
             name = self.names.get(cell_id)
             if name and cell_id not in self._final:
                 try:
