@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 from gpucompat.knowledge.archive import FatbinStream
 from gpucompat.knowledge.pyindex import Index, IndexFile, wheel_archs
 from gpucompat.probe.fatbin import KIND_ELF, KIND_PTX, fatbin_section, inspect_bytes
@@ -300,6 +300,20 @@ def test_offline_answers_from_what_is_there(server, wheelhouse, env, tmp_path):
     learned = update(env, "--wheelhouse", str(wheelhouse), "--offline")
     assert learned["index"] == f"the wheelhouse {wheelhouse}" and server.requests == []
     assert next(e for e in learned["learned"] if e["package"] == "torch")["variants"][0]["sass"].split(";") == TORCH_ARCHS[0]
+
+
+def test_nothing_new_says_how_current_the_tables_are(env, tmp_path):
+    """An index with nothing past the tables (issue 39 section 8): the newest release of each framework they hold, and the day checked."""
+    empty = tmp_path / "wheelhouse"
+    empty.mkdir()
+    result = update(env, "--wheelhouse", str(empty))
+    assert result["learned"] == []
+    with (REPO / "src" / "gpucompat" / "knowledge" / "data" / "newest_releases.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))  # torch 2.15.0, jax 0.12.0.1, ... checked 2026-11-27 when this was written
+    assert len({r["checked"] for r in rows}) == 1
+    held = ", ".join(f"{r['framework']} {r['release']}" for r in rows)
+    assert result["current"] == f"nothing new on the wheelhouse {empty} past the tables: they hold {held} (checked {rows[0]['checked']})"
+    assert "torch 2." in held
 
 
 def test_bad_inputs_are_one_sentence(env, tmp_path):

@@ -556,7 +556,17 @@ def update(index_url: str | None = None, wheelhouse: str | None = None, offline:
     overlay.replace(tables, about)
     return {"changed": True, "offline": False, **about, "seconds": round(time.monotonic() - started, 2), "overlay": str(overlay.overlay_path()),
             "rows": {name: len(rows) for name, (_c, rows) in tables.items()},
+            **({} if learner.learned else {"current": current_sentence(index.label)}),
             **({"replaced_damaged": learner.damaged} if learner.damaged else {})}
+
+
+def current_sentence(index_label: str) -> str:
+    """An update that learned nothing: how current the packaged tables are, each framework's newest release they hold
+    and the day it was checked (newest_releases.csv)."""
+    rows = packaged("newest_releases")[1]
+    days = {r["checked"] for r in rows}
+    held = ", ".join(f"{r['framework']} {r['release'] or r['newest']}" + ("" if len(days) == 1 else f" (checked {r['checked']})") for r in rows)
+    return f"nothing new on {index_label} past the tables: they hold {held}" + (f" (checked {days.pop()})" if len(days) == 1 else "")
 
 
 def status() -> dict:
