@@ -11,6 +11,10 @@ REPO = Path(__file__).resolve().parent.parent
 # Tests assert on the packaged knowledge tables: what `gpucompat knowledge update` learned on this machine
 # (the overlay beside the store) must not change them. A test that wants an overlay names its own.
 os.environ["GPUCOMPAT_KNOWLEDGE"] = str(Path(tempfile.gettempdir()) / f"gpucompat-tests-no-overlay-{os.getpid()}")
+# The stand-in frameworks of the tests choose their fault by a variable (FAKE_CUPY_MODE and the like), which the
+# probe's clean re-run would rightly find and call the job's environment's fault. So jobs started by the tests
+# skip it; tests/test_clean_rerun.py turns it on and builds faults that live in the stack or in the environment.
+os.environ["GPUCOMPAT_CLEAN_RERUN"] = "0"
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):

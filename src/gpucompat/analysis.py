@@ -12,7 +12,7 @@ import signal as signals
 
 from packaging.version import InvalidVersion, Version
 
-from . import cuda_start, gpu_state
+from . import clean_rerun, cuda_start, gpu_state
 from .knowledge import signatures
 from .knowledge.rules import FAIL, arch_rule, ptx_cuda
 from .knowledge.signatures import could_not_ask
@@ -153,6 +153,19 @@ def _crash(stage: str, how: str, text: str, evidence: dict) -> Outcome:
 
 
 def classify(resolved: ResolvedStack, observation: Observation | None) -> Outcome:
+    """The cell's verdict; a failure the probe ran again in a clean environment is the stack's only where that run
+    failed the same way (clean_rerun.py)."""
+    judged = _classify(resolved, observation)
+    found = clean_rerun.record(observation.facts if observation else None)
+    if found is None or judged.code in (PASS, UNTESTED):
+        return judged
+    facts = found["facts"]
+    clean = _classify(resolved, Observation(facts=facts, returncode=0 if facts.get("signal") is None else None,
+                                            signal=facts.get("signal"), stderr=facts.get("stderr_tail") or ""))
+    return clean_rerun.judge(judged, clean, observation.facts, found)
+
+
+def _classify(resolved: ResolvedStack, observation: Observation | None) -> Outcome:
     if not resolved.ok:
         evidence = {"resolver": resolved.error}
         if resolved.cause:
@@ -441,7 +454,7 @@ def _not_the_stack(facts: dict, stage: str, record: dict, evidence: dict) -> Out
 def _stopped_by_variable(facts: dict, judged: Outcome) -> Outcome:
     """A failure under a variable that stops stacks which run on a clean node (forced or disabled PTX JIT, JAX
     with no GPU platform) is the variable's: could not test, the failure's own words kept after its name."""
-    stopping = cuda_start.stopping_variable(facts)
+    stopping = None if clean_rerun.record(facts) else cuda_start.stopping_variable(facts)  # the re-run's evidence decides instead
     if not stopping:
         return judged
     variable = stopping.split("=", 1)[0]

@@ -96,7 +96,7 @@ def run_words(runtime: str, image: str, env_dir: str, bind_probe: bool = False) 
         return [runtime, "exec", "--nv", "--no-home", "--bind", '"$PWD"', *probe, "--pwd", '"$PWD"', target, "python3"]
     words = [runtime, "run", "--rm", "--network=none", "--ipc=host", "-v", '"$PWD:$PWD"',
              *(["-v", '"$probe:$probe:ro"'] if bind_probe else []), "-w", '"$PWD"',
-             "-e", "CUDA_VISIBLE_DEVICES", "-e", "GPUCOMPAT_TELEMETRY"]
+             "-e", "CUDA_VISIBLE_DEVICES", "-e", "GPUCOMPAT_TELEMETRY", "-e", "GPUCOMPAT_IMAGE_ENV=1"]  # nothing else of the shell's
     if name == "podman":
         words += ["--device", "nvidia.com/gpu=all"]  # CDI: the NVIDIA Container Toolkit's generated spec
     else:

@@ -13,6 +13,7 @@ import time
 import warnings
 
 from .bench import Unsupported
+from .clean_env import supervise
 from .cuda_start import Starter, env_libraries, limits
 from .gpustate import Watch
 from .ladder import RungFailed, StageFailed
@@ -176,6 +177,7 @@ def main(argv=None):
     parser.add_argument("--bench", default=None, help="run the bench stage after compute; JSON: "
                         "{\"measurements\": [...], \"dtypes\": [...], \"size\": 8192, \"repetitions\": 10, \"share\": [1, 2, 4]}")
     parser.add_argument("--share-child", default=None, help=argparse.SUPPRESS)  # one of N processes sharing the GPU
+    parser.add_argument("--clean-run", action="store_true", help=argparse.SUPPRESS)  # clean_env's re-run: no recheck of its own
     args = parser.parse_args(argv)
     if args.share_child:
         return share_child(args.framework, json.loads(args.share_child), args.result)
@@ -184,6 +186,12 @@ def main(argv=None):
     bench_config = json.loads(args.bench) if args.bench else None
     if bench_config is not None and "bench" not in stages:
         stages += ("bench",)
-    result = run(args.framework, args.result, stages, timeouts, bench_config)
-    last = list(result["stages"].values())[-1] if result["stages"] else {}
-    return 0 if last.get("ok") else 1
+
+    def stages_run():
+        result = run(args.framework, args.result, stages, timeouts, bench_config)
+        last = list(result["stages"].values())[-1] if result["stages"] else {}
+        return 0 if last.get("ok") else 1
+
+    if args.clean_run or not hasattr(os, "fork") or os.environ.get("GPUCOMPAT_CLEAN_RERUN") == "0":
+        return stages_run()
+    return supervise(args.framework, args.result, stages, timeouts, stages_run)
