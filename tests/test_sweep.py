@@ -164,3 +164,63 @@ versions = {json.dumps(series)}
     # no GPU here, so every cell is could-not-test (no-gpu), which --resume retries by design; a verdict it kept is
     # covered where cells have verdicts (tests/test_uv_causes.py)
     assert {code for _, _, code in after} == {"UNTESTED"}
+
+
+PREVIEW_PLAN = """
+name = "preview"
+executor = "slurm"
+[slurm]
+max_running = 2
+[[targets]]
+name = "NVIDIA H100 80GB HBM3"
+cc = "9.0"
+driver = "535.104.05"
+gres = "h100"
+[[stacks]]
+framework = "cuda-runtime"
+versions = ["12.2", "13.0"]
+[[stacks]]
+framework = "torch"
+versions = ["2.4.1"]
+python = ["3.13"]
+"""
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_dry_run_says_what_was_decided_before_any_job_and_what_would_be_submitted(isolated, skip):
+    from gpucompat import sweep as pipeline
+    from gpucompat.plan import parse_plan
+
+    options = pipeline.RunOptions(skip_predicted_failures=skip)
+    out = isolated / "out"
+    summary = pipeline.preview(parse_plan(PREVIEW_PLAN), PREVIEW_PLAN, options, out, pipeline.Progress())
+    # torch 2.4.1 has no wheel for Python 3.13: decided at resolve, no job; CUDA 13.0 needs a newer driver than 535
+    assert (summary.cells, summary.shape) == (3, "3 stacks × 1 GPU class")
+    assert summary.decided_at_resolve == {"ENV_UNRESOLVABLE": 1} and summary.resolve_examples["ENV_UNRESOLVABLE"].startswith("torch")
+    assert summary.skipped == ({"DRIVER_TOO_OLD": 1} if skip else {}) and summary.predicted_to_fail == (0 if skip else 1)
+    assert summary.gpu_jobs == (1 if skip else 2) == len(list(out.glob("cell-*/run.sh")))  # exactly the cells the run would submit
+    assert summary.submissions == "1 job array (one per GPU class and request), at most 2 tasks of each running at once ([slurm] max_running)"
+    assert f"#SBATCH --array=0-{summary.gpu_jobs - 1}%2" in (out / "array-0.sh").read_text()
+    assert sorted(summary.files) == sorted(str(p) for p in out.rglob("*") if p.is_file())
+    lines = summary.lines()
+    assert len(lines) == 5 and lines[0] == "dry run (slurm): 3 cells (3 stacks × 1 GPU class)"
+    assert lines[1].startswith("  1 decided at resolve, no job: ENV_UNRESOLVABLE 1 (e.g. torch")
+    if skip:
+        assert lines[2] == "  1 predicted to fail, skipped (--skip-predicted-failures): DRIVER_TOO_OLD 1"
+        assert lines[3].startswith("  1 GPU job the real run would submit: 1 job array")
+    else:
+        assert lines[2].startswith("  2 GPU jobs the real run would submit: 1 job array")
+        assert lines[3] == "  1 of them predicted to fail: --skip-predicted-failures would run no job for it"
+    assert lines[4].endswith("(--list-files lists them); nothing was submitted or stored") and str(out) in lines[4]
+    assert json.loads(json.dumps(summary.as_dict()))["gpu_jobs"] == summary.gpu_jobs
+
+
+def test_a_dry_run_previews_build_first(isolated):
+    from gpucompat import sweep as pipeline
+    from gpucompat.plan import parse_plan
+
+    text = PREVIEW_PLAN.replace("max_running = 2", "build_first = true")
+    summary = pipeline.preview(parse_plan(text), text, pipeline.RunOptions(), isolated / "out", pipeline.Progress())
+    assert summary.submissions == ("1 job array (one per GPU class and request); first a CPU array building 2 environments, "
+                                   "the GPU arrays after it (--dependency=afterok, [slurm] build_first)")
+    assert len(list((isolated / "out" / "build").glob("*/build.sh"))) == 2

@@ -278,19 +278,10 @@ def _run(store: Store, sweep_id: int, progress: Progress) -> None:
         progress.cell_done(cell, outcome)
         progress.advance("cells")
 
-    predicted = store.predictions_of(sweep_id)
-    runnable = []
-    for cell in pending:
-        prediction = predicted.get(cell.id)
-        if not cell.resolved.ok:
-            record(cell, analysis.classify(cell.resolved, None), None)
-        elif options.skip_predicted_failures and prediction and prediction["verdict"] == "fail":
-            failing = next((r for r in prediction["reasons"] if r["verdict"] == "fail"), {"text": "", "source": ""})
-            outcome = Outcome(prediction["code"], prediction["stage"], f"predicted, not run: {failing['text']}",
-                              {"prediction": {"reasons": prediction["reasons"]}})
-            record(cell, outcome, None, observed=False)
-        else:
-            runnable.append(cell)
+    decided = decided_before_jobs(pending, store.predictions_of(sweep_id), options.skip_predicted_failures)
+    for cell, outcome, observed in decided.outcomes:
+        record(cell, outcome, None, observed)
+    runnable = decided.runnable
 
     executor: Executor = make_executor(spec, options.wheelhouse, options.offline)
     prechecked = executor.precheck(runnable)
@@ -340,6 +331,36 @@ def _run(store: Store, sweep_id: int, progress: Progress) -> None:
     store.finish_sweep(sweep_id, "done")
 
 
+@dataclass
+class BeforeJobs:
+    """A sweep's pending cells split as a run splits them before any job: decided at resolve (the stack did not resolve),
+    predicted to fail and skipped (--skip-predicted-failures), and the cells that go to the executor."""
+
+    outcomes: list[tuple[Cell, Outcome, bool]]  # (cell, its verdict, observed: False for a predicted failure not run)
+    resolved_away: int
+    skipped: int
+    runnable: list[Cell]
+
+
+def decided_before_jobs(cells: list[Cell], predicted: dict, skip_predicted_failures: bool) -> BeforeJobs:
+    """The one split the real run and the dry run both make, so a dry run previews exactly what the run would submit."""
+    outcomes, runnable, resolved_away, skipped = [], [], 0, 0
+    for cell in cells:
+        prediction = predicted.get(cell.id)
+        if not cell.resolved.ok:
+            outcomes.append((cell, analysis.classify(cell.resolved, None), True))
+            resolved_away += 1
+        elif skip_predicted_failures and prediction and prediction["verdict"] == "fail":
+            failing = next((r for r in prediction["reasons"] if r["verdict"] == "fail"), {"text": "", "source": ""})
+            outcome = Outcome(prediction["code"], prediction["stage"], f"predicted, not run: {failing['text']}",
+                              {"prediction": {"reasons": prediction["reasons"]}})
+            outcomes.append((cell, outcome, False))
+            skipped += 1
+        else:
+            runnable.append(cell)
+    return BeforeJobs(outcomes, resolved_away, skipped, runnable)
+
+
 def resolve_again(store: Store, sweep_id: int, spec: SweepSpec, options: RunOptions, pending: list[Cell], progress: Progress) -> bool:
     """Resolve once more the stacks whose resolution could not ask the index; False if there were none."""
     stacks = list({cell.stack.key: cell.stack for cell in pending if not cell.resolved.ok and cell.resolved.cause}.values())
@@ -372,9 +393,53 @@ def classify_observation(resolved: ResolvedStack, observation: Observation) -> O
         return Outcome("INTERNAL", observation.timed_out_stage or "compute", f"gpucompat could not classify this cell: {exc!r}", {"bug": repr(exc)})
 
 
+@dataclass
+class DryRun:
+    """What a dry run found and wrote, said in a few lines (and as JSON): the cells of the plan, those decided before
+    any job (at resolve; with --skip-predicted-failures the predicted failures skipped), and what the real run would
+    submit. Counts are by verdict code, with the first cell's reason as the example."""
+
+    out: str
+    executor: str
+    cells: int
+    shape: str  # "13 stacks × 10 GPU classes"
+    decided_at_resolve: dict[str, int]  # code (and cause) -> cells whose stack did not resolve: no job
+    resolve_examples: dict[str, str]
+    skip_predicted_failures: bool
+    skipped: dict[str, int]  # code -> cells predicted to fail and skipped (only with --skip-predicted-failures)
+    predicted_to_fail: int  # without the option: runnable cells the knowledge predicts to fail (the option would skip them)
+    gpu_jobs: int  # cells the real run hands to the scheduler, one GPU job (array task, DAG node, Job, probe) each
+    submissions: str  # how they are submitted, in words
+    files: list[str]
+
+    def lines(self) -> list[str]:
+        said = [f"dry run ({self.executor}): {_many(self.cells, 'cell')} ({self.shape})"]
+        if self.decided_at_resolve:
+            said.append(f"  {sum(self.decided_at_resolve.values()):,} decided at resolve, no job: " + "; ".join(
+                f"{key} {count:,} (e.g. {self.resolve_examples[key]})" for key, count in self.decided_at_resolve.items()))
+        if self.skipped:
+            said.append(f"  {sum(self.skipped.values()):,} predicted to fail, skipped (--skip-predicted-failures): "
+                        + ", ".join(f"{key} {count:,}" for key, count in self.skipped.items()))
+        said.append(f"  {_many(self.gpu_jobs, 'GPU job')} the real run would submit" + (f": {self.submissions}" if self.submissions else ""))
+        if self.predicted_to_fail:
+            said.append(f"  {self.predicted_to_fail:,} of them predicted to fail: --skip-predicted-failures would run no job for "
+                        + ("it" if self.predicted_to_fail == 1 else "them"))
+        said.append(f"  {_many(len(self.files), 'file')} written under {self.out} (--list-files lists them); nothing was submitted or stored")
+        return said
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
 def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress, force: bool = False) -> list[Path]:
+    """The files a dry run wrote (preview's), for the command line until it prints preview's summary."""
+    return [Path(path) for path in preview(spec, plan_text, options, out, progress, force).files]
+
+
+def preview(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress, force: bool = False) -> DryRun:
     """Everything a real run would submit, written under `out` (new or empty, unless `force`); nothing is submitted
-    or stored. Returns the files this run wrote, never others that were there."""
+    or stored. The cells a real run decides before any job (decided_before_jobs) get no files here either. The
+    summary's files are those this run wrote, never others that were there."""
     check_empty_out(out, force)
     if force:
         unlink_links(out)
@@ -383,12 +448,52 @@ def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, pro
     sweep_id = start(store, spec, plan_text, None, options, progress)
     executor = make_executor(spec, options.wheelhouse, options.offline)
     cells = store.cells_of(sweep_id)
-    runnable = [cell for cell in cells if cell.resolved.ok]
-    if not runnable:
+    predicted = store.predictions_of(sweep_id)
+    decided = decided_before_jobs(cells, predicted, options.skip_predicted_failures)
+    if not any(cell.resolved.ok for cell in cells):
         why = analysis.classify(cells[0].resolved, None).summary if cells else "the plan expands to no cell"
         raise UserError(f"dry run: no stack of the plan resolved, so there is nothing to submit; the first: {why}")
-    prepare_jobs(executor, runnable, out.resolve())
-    return sorted(path for path, stamp in _stamps(out).items() if before.get(path) != stamp)
+    jobs = prepare_jobs(executor, decided.runnable, out.resolve()) if decided.runnable else []
+    at_resolve: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    skipped: dict[str, int] = {}
+    for cell, outcome, observed in decided.outcomes:
+        key = f"{outcome.code} ({outcome.cause})" if outcome.cause else outcome.code
+        if observed:
+            at_resolve[key] = at_resolve.get(key, 0) + 1
+            examples.setdefault(key, f"{cell.stack.key}: {outcome.summary}"[:160])
+        else:
+            skipped[key] = skipped.get(key, 0) + 1
+    failing = sum(1 for cell in decided.runnable if (predicted.get(cell.id) or {}).get("verdict") == "fail")
+    stacks = {cell.stack.key for cell in cells}
+    targets = {cell.target.key for cell in cells}
+    return DryRun(
+        out=str(out), executor=executor.name, cells=len(cells),
+        shape=f"{_many(len(stacks), 'stack')} × {_many(len(targets), 'GPU class', 'GPU classes')}",
+        decided_at_resolve=at_resolve, resolve_examples=examples, skip_predicted_failures=options.skip_predicted_failures,
+        skipped=skipped, predicted_to_fail=0 if options.skip_predicted_failures else failing, gpu_jobs=len(jobs),
+        submissions=submissions(executor, len(jobs)) if jobs else "",
+        files=[str(path) for path in sorted(path for path, stamp in _stamps(out).items() if before.get(path) != stamp)])
+
+
+def submissions(executor: Executor, jobs: int) -> str:
+    """How the real run would hand its `jobs` GPU jobs to the scheduler, with the plan's cap on how many run at once."""
+    cap = getattr(executor, "max_running", None)
+    if executor.name == "slurm":
+        commands = executor.submit_commands()
+        arrays = sum(1 for command in commands if not command[-1] == "build.sh")
+        said = f"{_many(arrays, 'job array', 'job arrays')} (one per GPU class and request)"
+        said += f", at most {cap:,} tasks of each running at once ([slurm] max_running)" if cap else ""
+        if any(command[-1] == "build.sh" for command in commands):
+            builds = executor.environments_to_build()
+            said += (f"; first a CPU array building {_many(builds, 'environment')}, the GPU arrays after it "
+                     "(--dependency=afterok, [slurm] build_first)")
+        return said
+    if executor.name == "htcondor":
+        return f"one DAG of {_many(jobs, 'node')}" + (f", DAGMan submitting at most {cap:,} at once ([htcondor] max_running)" if cap else "")
+    if executor.name == "kubernetes":
+        return f"{_many(jobs, 'Job')}" + (f", at most {cap:,} unfinished at once ([kubernetes] max_running)" if cap else "")
+    return "probes on this machine's GPUs"
 
 
 def unlink_links(folder: Path) -> None:

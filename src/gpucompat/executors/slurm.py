@@ -129,6 +129,7 @@ class SlurmExecutor:
         self.max_running = max_running  # [slurm] max_running: --array=0-N%max_running, array tasks of one array at once
         self.build_first = build_first  # [slurm] build_first: a CPU array builds the environments, the GPU arrays wait (afterok)
         self._build: tuple[Path, set[int]] | None = None  # the build array prepare() wrote, with the cells that wait on it
+        self._build_tasks: list[Path] = []  # its tasks' folders, one per environment
         self.poll_s = poll_s
         self._task_of: dict[int, str] = {}  # cell id -> "jobid_index"
         self._arrays: list[tuple[Path, list[int]]] = []  # the array scripts prepare() wrote, with their cells
@@ -315,6 +316,7 @@ class SlurmExecutor:
                 'status=$?; if [ "$status" -ne 0 ]; then echo "$status" > install.failed; fi',
                 "exit 0", ""]))
             folders.append(folder)
+        self._build_tasks = folders
         script = workdir / "build.sh"
         directives = [f"--time={max(1, math.ceil(self.timeouts.install / 60) + 1)}", *self.site_args,
                       f"--job-name={slurm_name(f'gpucompat-{workdir.name}')}-build", f"--array=0-{len(folders) - 1}",
@@ -324,6 +326,10 @@ class SlurmExecutor:
                           + "# builds each environment once, on a CPU, before the GPU arrays start\n"
                           + f"builds=({listed})\nexec bash \"${{builds[$SLURM_ARRAY_TASK_ID]}}\"\n")
         return script
+
+    def environments_to_build(self) -> int:
+        """[slurm] build_first: the tasks of the build array prepare() wrote (0 where every environment was built)."""
+        return len(self._build_tasks) if self._build else 0
 
     def submit_commands(self) -> list[list[str]]:
         """The sbatch commands submit() runs, in order, for what prepare() wrote (a dry run says them):
