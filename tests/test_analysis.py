@@ -1,9 +1,11 @@
 """Classification from probe facts first, signatures second (facts shaped as the probe writes them)."""
 
+import json
+
 import pytest
 
-from gpucompat.analysis import classify
-from gpucompat.model import FAILURE_CODES, PASS, STAGES, UNTESTED, Observation, ResolvedStack, Stack
+from gpucompat.analysis import as_read, classify
+from gpucompat.model import FAILURE_CODES, PASS, STAGES, UNTESTED, UNTESTED_CAUSES, Observation, ResolvedStack, Stack
 
 STACK = Stack("torch", "2.4.1", "default", "3.11", "uv", ("torch==2.4.1",))
 RESOLVED = ResolvedStack(STACK, ok=True, pins=("torch==2.4.1",), cuda_runtime="12.1")
@@ -61,7 +63,7 @@ def test_unresolvable_needs_no_observation():
 
 
 @pytest.mark.parametrize("observation, code, stage", [
-    (dict(no_match="no node has GPU type a100"), "NO_MATCH", "schedule"),
+    (dict(no_match="no node has GPU type a100"), "UNTESTED", "schedule"),
     (dict(install_failed=True, install_log="error: Failed to download torch"), "ENV_INSTALL_FAILED", "install"),
     (dict(install_failed=True, timed_out_stage="install"), "TIMEOUT", "install"),
     (dict(internal="KeyError('x')"), "INTERNAL", "schedule"),
@@ -69,6 +71,33 @@ def test_unresolvable_needs_no_observation():
 def test_before_the_probe(observation, code, stage):
     outcome = classify(RESOLVED, Observation(facts={}, **observation))
     assert (outcome.code, outcome.stage) == (code, stage)
+
+
+def test_a_job_that_never_started_is_not_scheduled_in_the_schedulers_words():
+    """Issue 39 section 2: no verdict on the stack (never invalid, never a surprise); the scheduler's message is kept."""
+    said = "sbatch --test-only --gres=gpu:l40s:1: sbatch: error: Invalid generic resource (gres) specification"
+    outcome = classify(RESOLVED, Observation(facts={}, no_match=said))
+    assert (outcome.code, outcome.cause, outcome.evidence["scheduler"]) == ("UNTESTED", "not-scheduled", said)
+    assert outcome.summary == f"could not test: {UNTESTED_CAUSES['not-scheduled']} ({said})"
+
+
+def test_verdicts_stored_before_their_cause_existed_are_read_as_it():
+    """NO_MATCH, and a `current` env whose framework's own module was missing, are read as could not test; a missing module
+    the framework needs (not its own) stays the stack's IMPORT_FAILED."""
+    old = as_read({"code": "NO_MATCH", "stage": "schedule", "summary": "no node has GPU type v100", "env": "uv", "framework": "torch",
+                   "evidence": {"scheduler": "no node has GPU type v100"}})
+    assert (old["code"], old["evidence"]["cause"], old["evidence"]["stored_as"]) == ("UNTESTED", "not-scheduled", "NO_MATCH")
+    assert old["summary"].endswith("(no node has GPU type v100)")
+
+    def imported(message, env="current"):
+        evidence = {"stage_facts": {"ok": False, "error": {"type": "ModuleNotFoundError", "message": message}}}
+        return as_read({"code": "IMPORT_FAILED", "stage": "import", "summary": "the framework does not import", "env": env,
+                        "framework": "tensorflow", "evidence": json.dumps(evidence)})  # as sqlite3 reads it: JSON text
+
+    assert (imported("No module named 'tensorflow'")["code"], imported("No module named 'tensorflow'")["evidence"]["cause"]) == (
+        "UNTESTED", "not-installed")
+    assert imported("No module named 'keras'")["code"] == "IMPORT_FAILED"
+    assert imported("No module named 'tensorflow'", env="uv")["code"] == "IMPORT_FAILED"  # a uv env was built: the stack's
 
 
 def test_import_failure():

@@ -281,9 +281,9 @@ def test_a_persons_hold_and_removal_is_interrupted(tmp_path):
     assert (outcome.code, outcome.cause) == ("UNTESTED", "interrupted")
 
 
-def test_a_job_removed_while_idle_is_no_match_with_the_reason(tmp_path):
+def test_a_job_removed_while_idle_is_not_scheduled_with_the_reason(tmp_path):
     _, outcome = collected(tmp_path, SUBMITTED + aborted(PERIODIC_REMOVE), -1002)
-    assert (outcome.code, outcome.stage) == ("NO_MATCH", "schedule") and "PeriodicRemove" in outcome.summary
+    assert (outcome.code, outcome.cause, outcome.stage) == ("UNTESTED", "not-scheduled", "schedule") and "PeriodicRemove" in outcome.summary
 
 
 EVICTED = (f"004 ({JOB}) 2026-11-21 06:03:00 Job was evicted.\n\t(0) Job was not checkpointed.\n"
@@ -443,5 +443,5 @@ def test_a_dag_submitted_through_the_bindings_then_collected(isolated, monkeypat
     codes = {r["gpu"]: (r["code"], r["stage"]) for r in rows["invalid"] + rows.get("untested", []) + rows["valid"]}
     assert codes["NVIDIA A100-SXM4-80GB"] == ("TIMEOUT", "import")  # the probe's own stage timeout, not CRASHED
     assert codes["NVIDIA GeForce GTX 1080"] == ("UNTESTED", "schedule")
-    assert codes["NVIDIA H100 80GB HBM3"] == ("NO_MATCH", "schedule")
+    assert codes["NVIDIA H100 80GB HBM3"] == ("UNTESTED", "schedule")  # removed while idle: it never started (not-scheduled)
     assert json.loads(cli("results", "--list", "--json").stdout)[-1]["status"] == "done"

@@ -488,7 +488,7 @@ def test_one_labelled_list_per_poll_for_a_sweep_of_50_cells(tmp_path, monkeypatc
     assert all(q.get("labelSelector") == f"gpucompat/sweep={executor.sweep}" for _, _, q in server.calls)
 
 
-def test_unschedulable_past_the_pending_timeout_is_no_match_with_the_schedulers_message(tmp_path, monkeypatch):
+def test_unschedulable_past_the_pending_timeout_is_not_scheduled_with_the_schedulers_message(tmp_path, monkeypatch):
     server = FakeApiServer()
     executor, jobs, clock = submitted(server, tmp_path, 1, monkeypatch, Timeouts(pending=600))
     name = next(iter(server.jobs))
@@ -503,7 +503,7 @@ def test_unschedulable_past_the_pending_timeout_is_no_match_with_the_schedulers_
     assert executor.poll() == {jobs[0].id: DONE}
     observation = executor.collect(jobs[0])
     outcome = analysis.classify(jobs[0].cell.resolved, observation)
-    assert (outcome.code, outcome.stage) == ("NO_MATCH", "schedule") and message in outcome.summary
+    assert (outcome.code, outcome.cause, outcome.stage) == ("UNTESTED", "not-scheduled", "schedule") and message in outcome.summary
     assert name not in server.jobs and server.count("DELETE", name) == 1  # the pending Job is removed, not left to wait
 
 

@@ -10,6 +10,7 @@ failures, analysis.untested for the cells that found no GPU), and the site is wr
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -229,8 +230,10 @@ def test_a_store_of_nothing_but_cells_that_could_not_be_tested(tmp_path, only):
     assert "No GPU class has a result here" in index and "No stack has a verdict here yet" in index and 'id="filter"' not in index
     assert "<b>1</b> cell of this site could not be tested" in index
     assert _causes(index) == ({"no-gpu": 1} if only == "no GPU" else {"not-installed": 1})
-    # the H100 is a GPU class, though nothing was tested on it: never named as none
-    assert ("no GPU visible (no GPU class)" if only == "no GPU" else "NVIDIA H100 80GB HBM3 (CC 9.0): ") in _apart(index)
+    # the H100 is a GPU class nothing ran on (issue 39 section 2): listed apart as not tested, never as none
+    assert ("no GPU visible (no GPU class)" if only == "no GPU" else "NVIDIA H100 80GB HBM3 (CC 9.0) (not tested: nothing ran on it)") in _apart(index)
+    if only == "not installed":
+        assert "NVIDIA H100 80GB HBM3 (CC 9.0): not tested: no job ran on it: 1 cell not-installed" in index
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
@@ -258,3 +261,68 @@ def test_a_site_of_nothing_tested_runs_its_script_without_an_error_in_chromium(t
         assert cause.count() == 1 and "no-gpu" in cause.inner_text() and UNTESTED_CAUSES["no-gpu"] in cause.inner_text()
         browser.close()
     assert not errors and all(url.startswith("file://") for url in requests), (errors, requests)
+
+
+L40S = Target("NVIDIA L40S", "8.9", "550.54.15", declared=True, gres="l40s")  # a gres type no node has: the scheduler places nothing
+V100 = Target("NVIDIA V100", "7.0", "535.104.05", declared=True, gres="v100")  # a store from before not-scheduled: NO_MATCH stored
+GRES_REFUSED = "sbatch --test-only --gres=gpu:l40s:1: sbatch: error: Invalid generic resource (gres) specification"
+PROBE_DRIVER = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  575.57.08  Sat May 24 00:00:00 UTC 2025"
+
+
+def _predict_pass(resolved, target):
+    return {"verdict": "pass", "code": None, "stage": None, "warnings": [], "reasons": []}
+
+
+def _unplaced_sweep(url: str) -> None:
+    """A sweep of declared classes: the H100's jobs ran (the probe read driver 575.57.08, not the plan's 580.159.04), the
+    L40S's never started (classified now: UNTESTED not-scheduled), the V100's stored as an older gpucompat stored it
+    (NO_MATCH), and tensorflow in the interpreter stored as IMPORT_FAILED (before the cause not-installed existed)."""
+    store = Store(url)
+    stacks = _stacks()
+    tensorflow = ResolvedStack(Stack("tensorflow", "installed", "installed", "current", "current"), True)
+    sweep = store.create_sweep("declared", "sweep", "", None, {}, [H100, L40S, V100], [stacks["cuda 12.4"], tensorflow], _predict_pass)
+    missing = {"type": "ModuleNotFoundError", "message": "No module named 'tensorflow'", "traceback": "import tensorflow as tf"}
+    for cell in store.cells_of(sweep):
+        name, framework = cell.target.name, cell.resolved.stack.framework
+        facts = {}
+        if name == L40S.name:
+            outcome = classify(cell.resolved, Observation({}, no_match=GRES_REFUSED))
+        elif name == V100.name:
+            outcome = Outcome("NO_MATCH", "schedule", "no node has GPU type v100", {"scheduler": "no node has GPU type v100"})
+        elif framework == "tensorflow":
+            outcome = Outcome("IMPORT_FAILED", "import", "the framework does not import: ModuleNotFoundError: No module named 'tensorflow'",
+                              {"stage_facts": {"ok": False, "facts": {}, "error": missing}})
+            facts = {"system": {"proc_driver_version": PROBE_DRIVER}}
+        else:
+            outcome, facts = Outcome("PASS", "compute", "ran matmul on the GPU"), {"system": {"proc_driver_version": PROBE_DRIVER}}
+        store.record_result(cell.id, outcome, Observation(facts, duration_s=1.0))
+    store.finish_sweep(sweep, "done")
+    store.close()
+
+
+def test_a_class_the_scheduler_could_not_place_is_listed_apart_never_a_column(tmp_path):
+    """Issue 39 sections 2 and 8c: a job that never started is could-not-test not-scheduled (as is NO_MATCH stored by an older
+    gpucompat), never invalid and never a surprise; a class nothing ran on is listed apart with the scheduler's words, with no
+    column and no page; "Drivers seen" is what a probe read; a framework an old store found not installed is not invalid."""
+    said, site, pages = _site(tmp_path, _unplaced_sweep)
+    assert "1 stacks on 1 GPU classes" in said, said
+    index = pages["index.html"]
+    matrix = _between(index, 'id="matrix"', "</table>")
+    assert re.findall(r'<th class="gpu"><a href="gpu-[^"]+">([^<]+)</a>', matrix) == [H100.name]
+    assert [n for n in pages if n.startswith("gpu-")] == [n for n in pages if n.startswith("gpu-NVIDIA-H100")]
+    listed = _between(index, '<ul class="not-tested">', "</ul>")
+    assert f"NVIDIA L40S (CC 8.9): not tested: no job of it started: {escape(GRES_REFUSED)}" in listed
+    assert "NVIDIA V100 (CC 7.0): not tested: no job of it started: no node has GPU type v100" in listed
+    counts = _between(index, '<p class="counts">', "</p>")
+    assert "<b>1</b> valid" in counts and "<b>0</b> invalid" in counts and "<b>5</b> could not be tested" in counts
+    assert _causes(index) == {"not-scheduled": 4, "not-installed": 1} and _sentence("not-scheduled") in index
+    assert "NVIDIA L40S (CC 8.9) (not tested: nothing ran on it)" in _apart(index)
+    assert "tensorflow" not in _between(index, 'id="stacks"', "</table>") and "IMPORT_FAILED" not in index
+    h100 = next(text for name, text in pages.items() if name.startswith("gpu-NVIDIA-H100"))
+    assert "Drivers seen: 575.57.08</p>" in h100 and "580.159.04" not in h100  # the plan's driver: never "seen"
+    # the same store through results: not invalid, no surprise, each cell with its cause
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    data = json.loads(run_cli("results", "--db", url, "--json", "--cells", check=0).stdout)
+    assert [r["code"] for r in data["invalid"]] == [] and data["counts"]["surprises"] == 0
+    assert sorted(r["cause"] for r in data["untested"]) == ["not-installed"] + ["not-scheduled"] * 4
+    assert json.loads(run_cli("results", "--db", url, "--surprises", "--json", check=0).stdout) == []

@@ -135,7 +135,7 @@ def test_a_busy_gpu_class_waits_then_runs_and_is_never_no_match(cluster, isolate
     assert (isolated / "runs.txt").read_text().count("run") == 1  # the first sweep's cell ran; the one that waited too long never did
 
 
-def test_a_partition_taken_down_mid_sweep_is_no_match_with_the_reason(cluster, isolated):  # noqa: F811
+def test_a_partition_taken_down_mid_sweep_is_not_scheduled_with_the_reason(cluster, isolated):  # noqa: F811
     env = {**cluster, "RUNS_FILE": str(isolated / "runs.txt"), "PYTHONPATH": fake_torch(isolated, COUNTED_TORCH.format(seconds=0))}
     job = blocker(env, 60)
 
@@ -150,10 +150,10 @@ def test_a_partition_taken_down_mid_sweep_is_no_match_with_the_reason(cluster, i
     thread = threading.Thread(target=take_down_once_pending)
     try:
         thread.start()
-        run_cli("sweep", str(write(isolated / "down.toml", A100_ONLY.format(name="down", pending="5m"))), env=env, check=0, timeout=300)
+        run_cli("sweep", str(write(isolated / "down.toml", A100_ONLY.format(name="down", pending="5m"))), env=env, check=4, timeout=300)
         thread.join()
-        cell = json.loads(run_cli("results", "--json", check=0).stdout)["invalid"][0]
-        assert cell["code"] == "NO_MATCH" and "PartitionDown" in cell["reason"] and "nodes:" in cell["reason"]
+        cell = json.loads(run_cli("results", "--json", check=0).stdout)["untested"][0]
+        assert cell["cause"] == "not-scheduled" and "PartitionDown" in cell["reason"] and "nodes:" in cell["reason"]
     finally:
         thread.join()
         subprocess.run(["scontrol", "update", "partitionname=gpu", "state=up"], env=env)

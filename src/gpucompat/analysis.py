@@ -177,8 +177,8 @@ def _classify(resolved: ResolvedStack, observation: Observation | None) -> Outco
     if observation.untested:
         cause, what = observation.untested
         return untested("schedule", cause, what, {"scheduler": what})
-    if observation.no_match:
-        return Outcome(Code.NO_MATCH.value, "schedule", observation.no_match, {"scheduler": observation.no_match})
+    if observation.no_match:  # nothing ran: no verdict on the stack, and the scheduler's own words as the evidence
+        return untested("schedule", "not-scheduled", observation.no_match, {"scheduler": observation.no_match})
     if observation.timed_out_stage == "install":
         return Outcome(Code.TIMEOUT.value, "install", "building the environment did not finish in time", {"install_log": observation.install_log})
     if observation.install_failed and resolved.stack.env == "container":
@@ -408,6 +408,37 @@ def diff(before: list[dict], after: list[dict]) -> dict[str, list[dict]]:
         elif a["code"] != b["code"]:
             out["changed"].append({"before": a, "after": b})
     return out
+
+
+def as_read(row: dict) -> dict:
+    """A stored result row as this gpucompat judges it: a verdict written before its could-not-test cause existed is read
+    as that cause (no migration; every reader takes rows through this): NO_MATCH, a job that never started, is UNTESTED
+    not-scheduled; a `current` env whose probe found the framework's own module missing (ModuleNotFoundError naming it,
+    at import: stored IMPORT_FAILED before resolve_one said so first) is UNTESTED not-installed. Any other row: itself."""
+    code, evidence = row.get("code"), row.get("evidence") or {}
+    if code not in (Code.NO_MATCH.value, Code.IMPORT_FAILED.value):
+        return row
+    if isinstance(evidence, str):  # read through sqlite3 (answers/observed.py): the JSON as stored
+        import json
+
+        evidence = json.loads(evidence)
+    if code == Code.NO_MATCH.value:
+        cause, what = "not-scheduled", evidence.get("scheduler") or row.get("summary") or ""
+    elif code == Code.IMPORT_FAILED.value and row.get("env") == "current" and _module_missing(row["framework"], evidence):
+        cause, what = "not-installed", _message(evidence["stage_facts"])
+    else:
+        return row
+    judged = untested(row.get("stage") or "schedule", cause, what, evidence)
+    return {**row, "code": judged.code, "summary": judged.summary, "evidence": {**judged.evidence, "stored_as": code}}
+
+
+def _module_missing(framework: str, evidence: dict) -> bool:
+    """The probe's import stage failed because the framework's own top-level module is not there (not a module it needs)."""
+    from .envs.current import IMPORT_NAMES
+
+    error = (evidence.get("stage_facts") or {}).get("error") or {}
+    module = IMPORT_NAMES.get(framework)
+    return bool(module) and error.get("type") == "ModuleNotFoundError" and error.get("message") == f"No module named '{module}'"
 
 
 def shown_version(row: dict) -> str:

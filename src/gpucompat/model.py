@@ -35,7 +35,8 @@ class Code(str, Enum):
 
     PASS = "PASS"
     ENV_UNRESOLVABLE = "ENV_UNRESOLVABLE"  # the index answered: no such version, no wheel, conflicting pins
-    NO_MATCH = "NO_MATCH"  # no node of the pool can run the job
+    # a job no node could run: stored before the cause not-scheduled, and read as it (analysis.as_read); never written now
+    NO_MATCH = "NO_MATCH"
     ENV_INSTALL_FAILED = "ENV_INSTALL_FAILED"
     IMPORT_FAILED = "IMPORT_FAILED"
     NO_DEVICE = "NO_DEVICE"
@@ -68,6 +69,7 @@ UNTESTED_CAUSES = {
     "python-download": "the Python this stack needs is not on the node and could not be downloaded",
     "disk": "the disk filled up or a quota was reached",
     "scheduler": "the scheduler lost or refused the job (node failure, preemption)",
+    "not-scheduled": "the job never started: the scheduler could not place it (no node matched its request) or it was cancelled before it ran",
     "image": "the container image could not be pulled, or lacks what the job needs",
     "runtime": "the node has no container runtime that can run the image (apptainer, singularity, podman, docker)",
     "interrupted": "the job was stopped from outside before it finished",
@@ -279,6 +281,7 @@ class Outcome:
 
 
 def is_verified(row: dict) -> bool:
-    """Whether a stored row may be taken at its word: run here (no source), or imported from a bundle whose signature a
-    trusted key of the sweep's own site made (sources.verified)."""
+    """Whether a stored row may be taken at its word: run here (no source: the store's query reads True, a row made without
+    the column has none), or imported with a verified voucher: a signature by a key this site trusts as the sweep's own
+    site (sources.verified). The one reading of `verified`: every view asks this, none defaults the key itself."""
     return row.get("verified") is None or bool(row["verified"])

@@ -457,7 +457,8 @@ class Store:
         counts = (
             sa.select(cells.c.sweep_id, sa.func.count(cells.c.id).label("cells"), sa.func.count(results.c.id).label("done"),
                       sa.func.sum(sa.case((results.c.code == "PASS", 1), else_=0)).label("passed"),
-                      sa.func.sum(sa.case((results.c.code == "UNTESTED", 1), else_=0)).label("untested"))
+                      # NO_MATCH: stored before the cause not-scheduled, read as it (analysis.as_read)
+                      sa.func.sum(sa.case((results.c.code.in_(("UNTESTED", "NO_MATCH")), 1), else_=0)).label("untested"))
             .select_from(cells.outerjoin(results, results.c.cell_id == cells.c.id))
             .group_by(cells.c.sweep_id).subquery()
         )
@@ -670,6 +671,7 @@ def _result_rows_query(source: str | None, framework: str | None, bound: bool = 
             # only what reports show from the raw probe JSON, extracted by the database
             _import_fact("version").label("probe_version"), _import_fact("cuda_runtime").label("probe_cuda_runtime"),
             _import_fact("cudnn").label("probe_cudnn"), results.c.probe["system"]["python"].as_string().label("probe_python"),
+            results.c.probe["system"]["proc_driver_version"].as_string().label("probe_driver"),  # the driver the probe read
             predictions.c.verdict.label("predicted"), predictions.c.code.label("predicted_code"),
             predictions.c.reasons.label("predicted_reasons"), sa.func.coalesce(sources.c.site, "local").label("source"),
             # a sweep run here is this site's own; an imported one is verified where a key this site trusts signed it

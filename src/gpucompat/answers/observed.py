@@ -98,7 +98,8 @@ def _sqlite_rows(path: Path, source: str | None, framework: str | None) -> list[
 def _row(raw: dict) -> dict:
     """What matching needs of a stored row, with the version and Python a current environment learnt from its probe,
     and the build it is (`build`, None where not recorded) with where that was read (`build_from`)."""
-    from ..analysis import shown_python, shown_version  # here: a question with no store never loads the classifier
+    from ..analysis import as_read, shown_python, shown_version  # here: a question with no store never loads the classifier
+    raw = as_read(raw)  # a verdict stored before its could-not-test cause existed (NO_MATCH, a framework not installed) is none
     version = shown_version(raw)
     build, build_from = stored_build(raw["framework"], version, raw["variant"], raw.get("probe_cuda_runtime") or raw.get("cuda_runtime"),
                                      raw.get("probe_libraries"), raw.get("env"))

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from ..analysis import collapse_runs, shown_python, shown_version
+import re
+
+from ..analysis import as_read, collapse_runs, shown_python, shown_version
 from ..discover.local import NO_GPU
 from ..model import PASS, UNTESTED, UNTESTED_CAUSES, is_verified
 from ..quoting import printable_values
@@ -21,6 +23,7 @@ def display_row(row: dict, printable: bool = True) -> dict:
 
 
 def _display_row(row: dict) -> dict:
+    row = as_read(row)  # a verdict stored before its could-not-test cause existed reads as that cause
     version = shown_version(row)
     return {
         "cell": row["cell_id"],
@@ -35,7 +38,8 @@ def _display_row(row: dict) -> dict:
         **({"image": row["image"]} if row.get("image") else {}),  # a container stack's image
         "gpu": row["gpu"],
         "cc": row["cc"] or "",
-        "driver": row["driver"] or "",
+        "driver": row["driver"] or "",  # the target's: as discovered, or as the plan declared it
+        "driver_seen": probe_driver(row.get("probe_driver")),  # the driver the job's probe read on its node ("": none ran)
         "cuda_runtime": row["cuda_runtime"] or row["probe_cuda_runtime"] or "",
         "cudnn": row["cudnn"] or row["probe_cudnn"] or "",
         "code": row["code"] or "PENDING",
@@ -58,17 +62,24 @@ def _display_row(row: dict) -> dict:
     }
 
 
+def probe_driver(text: str | None) -> str:
+    """The driver version in the probe's /proc/driver/nvidia/version line ("NVRM version: NVIDIA UNIX x86_64 Kernel Module
+    580.159.04 ..." -> "580.159.04"); "" where no probe read one."""
+    found = re.search(r"\b([0-9]{3,}\.[0-9]+(?:\.[0-9]+)?)\b", text or "")
+    return found.group(1) if found else ""
+
+
 def unverified_note(rows: list[dict]) -> str:
     """One sentence where some rows were imported unverified: how many, from which sites; '' where every row is verified."""
     sites: dict[str, int] = {}
     for row in rows:
-        if not row.get("verified", True):
+        if not is_verified(row):
             sites[row["source"]] = sites.get(row["source"], 0) + 1
     if not sites:
         return ""
     count = sum(sites.values())
     return (f"UNVERIFIED: {count} {'cell was' if count == 1 else 'cells were'} imported from {', '.join(map(repr, sorted(sites)))} "
-            "without a signature from a key this site trusts (import --untrusted): that site's word, not checked")
+            "without a signature from a key this site trusts as that site's own: that site's word, not checked")
 
 
 def is_surprise(row: dict) -> bool:

@@ -28,7 +28,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .. import __version__
 from ..errors import UserError
-from ..analysis import shown_python, shown_version
+from ..analysis import as_read, shown_python, shown_version
 from ..model import PASS, UNTESTED, is_verified
 from .bench import display as bench_display
 from .rows import apart_cause, apart_summary, display_row, is_gpu_class
@@ -70,6 +70,7 @@ def newest(raw_rows: list[dict], cells: dict | None = None) -> list[dict]:
     verified)."""
     best: dict[tuple, tuple] = {}
     for raw in raw_rows:
+        raw = as_read(raw)  # a verdict stored before its could-not-test cause existed is ranked as that cause
         code = raw["code"]
         stack = (raw["framework"], shown_version(raw), raw["variant"], shown_python(raw), raw["env"], raw.get("image") or "")
         key = (stack, raw["gpu"], raw["cc"] or "")
@@ -86,6 +87,8 @@ def newest(raw_rows: list[dict], cells: dict | None = None) -> list[dict]:
         row = display_row(raw)
         evidence = raw.get("evidence") or {}
         row["evidence_text"] = json.dumps(evidence, indent=1, sort_keys=True, default=str)[:EVIDENCE_CHARS] if evidence else ""
+        row["driver"] = row["driver_seen"] or row["driver"]  # the driver the job ran on, where its probe read one
+        row["scheduler"] = evidence.get("scheduler") if row["cause"] == "not-scheduled" else None  # the scheduler's own words
         row["status"] = _status(row)
         row["when"] = _day(row.get("created_at"))
         shown.append(row)
@@ -139,6 +142,32 @@ def _sources(rows: list[dict]) -> list[dict]:
     return [found[key] for key in sorted(found)]
 
 
+NOT_RUN_CAUSES = ("not-scheduled", "not-installed")  # no job ran the probe on the class: its GPU was never reached
+
+
+def _ran(row: dict) -> bool:
+    """Whether a job ran on the cell's GPU class: a verdict or a could-not-test met there, never a cell still pending, one
+    predicted and not run, one decided before any job (resolving the stack), or a job that never started."""
+    return (row["code"] != "PENDING" and row["observed"] is not False and row["stage"] not in ("", "resolve")
+            and row["cause"] not in NOT_RUN_CAUSES)
+
+
+def _not_tested(gpu: tuple, rows: list[dict]) -> dict:
+    """A GPU class nothing ran on, listed apart: never a column or a page. Why, in the scheduler's own words where it could
+    not place the jobs; else the causes of its cells."""
+    said = list(dict.fromkeys(r["scheduler"] for r in rows if r.get("scheduler")))
+    if said:
+        why = "no job of it started: " + "; ".join(said[:3]) + (f" (and {len(said) - 3} more)" if len(said) > 3 else "")
+    else:
+        causes: dict[str, int] = {}
+        for row in rows:
+            key = row["cause"] or row["code"].lower()
+            causes[key] = causes.get(key, 0) + 1
+        why = "no job ran on it: " + ", ".join(f"{n} {'cell' if n == 1 else 'cells'} {c}" for c, n in sorted(causes.items())) if causes else \
+            "no job ran on it"
+    return {"name": gpu[0], "cc": gpu[1], "why": why, "cells": len(rows)}
+
+
 def _counts(rows: list[dict]) -> dict:
     return {s: sum(1 for r in rows if r["status"] == s) for s in STATUS}
 
@@ -156,11 +185,15 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
     for row in rows:
         by_class.setdefault((row["gpu"], row["cc"]), []).append(row)
     real = {g for g, mine in by_class.items() if is_gpu_class(g, mine)}
+    # a class on which no cell ran (its jobs never started: the scheduler could not place them) is no column: listed apart
+    not_tested = sorted(g for g in real if not any(_ran(r) for r in by_class[g]))
+    real -= set(not_tested)
     apart, off, grid_rows = [], [], []  # could not test; a verdict off any GPU class; a cell on a real class
     for row in rows:
         on_class = (row["gpu"], row["cc"]) in real
         row["apart"] = apart_cause(row, on_class)
         row["on_class"] = on_class
+        row["class_not_tested"] = (row["gpu"], row["cc"]) in not_tested
         row["stack_key"] = _stack_key(row)
         if row["apart"] is not None:
             row["label"] = _stack_label(row["stack_key"])
@@ -239,7 +272,7 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         counts = _counts(here)
         counts["untested"] = len(apart_by_class.get(g, []))  # every cell on it that could not be tested, of a shown stack or not
         gpus.append({"name": g[0], "cc": g[1], "file": gpu_pages[g], "sections": sections, "counts": counts,
-                     "apart": apart_summary(apart_by_class.get(g, [])), "drivers": sorted({r["driver"] for r in here if r["driver"]}),
+                     "apart": apart_summary(apart_by_class.get(g, [])), "drivers": sorted({r["driver_seen"] for r in here if r["driver_seen"]}),
                      "sources": _sources(here + apart_by_class.get(g, []))})
     shown = grid_rows + off
     counts = _counts(shown)
@@ -247,6 +280,7 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
     return {"title": title, "source": source, "sources": _sources(rows),
             "classes": [{"name": g[0], "cc": g[1], "file": gpu_pages[g]} for g in classes],
             "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": counts, "apart": apart_summary(apart),
+            "not_tested": [_not_tested(g, by_class[g]) for g in not_tested],
             "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__}
 
 
