@@ -204,7 +204,7 @@ def recorded_store(tmp_path_factory):
 
 
 def test_every_report_format_writes_something(recorded_store, tmp_path):
-    from gpucompat.cli import FORMATS
+    from gpucompat.commands.printing import FORMATS
 
     for fmt in FORMATS:
         proc = run_cli("results", "--format", fmt, "--db", f"sqlite:///{recorded_store}", check=0,

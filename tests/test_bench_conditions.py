@@ -70,7 +70,7 @@ def store_sweep(store: Store, probe: dict) -> int:
 
 
 def shown(store: Store, sweep: int) -> dict:
-    """Each figure as the reports get it (cli._bench_rows), by (measurement, dtype)."""
+    """Each figure as the reports get it (commands/printing.bench_rows), by (measurement, dtype)."""
     return {(r["measurement"], r["dtype"]): r for r in (present(x) for x in store.bench_rows(sweep) + store.missing_figures(sweep))}
 
 

@@ -361,15 +361,15 @@ def _stored_sweep(url: str, targets: int) -> int:
 
 @pytest.mark.parametrize("targets, grouped", [(500, False), (501, True)])
 def test_a_sweeps_closing_tables_group_past_500_cells(tmp_path, monkeypatch, capsys, targets, grouped):
-    from gpucompat import cli
+    from gpucompat.commands.printing import print_results
     from gpucompat.store import Store
 
     monkeypatch.setenv("COLUMNS", "120")
     url = f"sqlite:///{tmp_path / 'big.db'}"
     sweep = _stored_sweep(url, targets)
-    cli._print_results(Store(url), sweep, "table", closing=True)
+    print_results(Store(url), sweep, "table", closing=True)
     shown = capsys.readouterr().out
     assert ("NVIDIA A100 (499)" in shown) is not grouped  # a row per cell names its GPU class
     assert (f"`gpucompat results --sweep {sweep} --cells` lists each of the {targets}" in shown) is grouped
-    cli._print_results(Store(url), sweep, "table", per_cell=True)  # `results --cells` is never grouped
+    print_results(Store(url), sweep, "table", per_cell=True)  # `results --cells` is never grouped
     assert "NVIDIA A100 (499)" in capsys.readouterr().out

@@ -1,23 +1,13 @@
-"""The command line's `envs` commands: the environments kept for sweeps, listed and pruned (cli.py registers them).
-
-Thin, as cli.py is: parse, call env_cache.py, print with report/terminal.py. Apart from cli.py only so that
-it stays one room; the errors are cli.guarded's (one sentence, exit 2).
-"""
+"""`gpucompat envs` and `envs prune`: the environments kept for sweeps, listed and pruned (env_cache.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 
-from .cli_console import print_json as _print_json
-
-if TYPE_CHECKING:
-    from rich.console import Console
+from .common import guarded, out, print_json
 
 
-def register(app: typer.Typer, guarded, out: "Console") -> None:
-    """Add `envs` and `envs prune` to the command line (`guarded`: cli's one sentence and exit code; `out`: its console)."""
+def register(app: typer.Typer) -> None:
     envs_app = typer.Typer(help="The environments kept for sweeps ($GPUCOMPAT_CACHE/envs): list them, or prune them.")
 
     @envs_app.callback(invoke_without_command=True)
@@ -26,12 +16,12 @@ def register(app: typer.Typer, guarded, out: "Console") -> None:
         """Each environment with its size, the bytes it shares through hard links, the last sweep that used it and its stack."""
         if ctx.invoked_subcommand:
             return
-        from .env_cache import summary
-        from .report.terminal import envs_table
+        from ..env_cache import summary
+        from ..report.terminal import envs_table
 
         result = summary()
         if json_out:
-            _print_json(result)
+            print_json(result)
             return
         for item in envs_table(result):
             out.print(item, highlight=False)
@@ -44,12 +34,12 @@ def register(app: typer.Typer, guarded, out: "Console") -> None:
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ):
         """Remove the environments that none of the latest N sweeps of any plan used; one a job holds (its lock) is skipped and named."""
-        from .env_cache import prune as prune_envs
-        from .report.terminal import prune_lines
+        from ..env_cache import prune as prune_envs
+        from ..report.terminal import prune_lines
 
         result = prune_envs(keep, dry_run)
         if json_out:
-            _print_json(result)
+            print_json(result)
             return
         for line in prune_lines(result):
             out.print(line, highlight=False, soft_wrap=True)

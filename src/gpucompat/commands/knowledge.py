@@ -1,20 +1,16 @@
-"""The command line's `knowledge update`: learn the releases an index has past the packaged tables (learn.py),
-show what was learned, and optionally write a sweep plan of them (cli.py registers it).
-
-Thin, as cli.py is: parse, call learn.py, print. Progress goes to stderr, so stdout stays for --json.
+"""`gpucompat knowledge update` and `knowledge reset`: learn the releases an index has past the packaged tables
+(learn.py), show what was learned, and optionally write a sweep plan of them. Progress goes to stderr, so stdout
+stays for --json.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 
-from .cli_console import print_json as _print_json
-
-if TYPE_CHECKING:
-    from rich.console import Console
+from .common import err, guarded, out, print_json
 
 
 def summary_table(result: dict):
@@ -46,8 +42,7 @@ def fetch_table(result: dict):
     return table
 
 
-def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
-    """Add `knowledge update` to the command line (`guarded`: cli's one sentence and exit code; `out`, `err`: its consoles)."""
+def register(app: typer.Typer) -> None:
     knowledge_app = typer.Typer(help="The knowledge tables: bring them up to date with what the index has (a user-level overlay).",
                                 no_args_is_help=True)
 
@@ -65,10 +60,10 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
     ):
         """Read the index for torch, JAX, TensorFlow and CuPy releases newer than the tables and learn their CUDA builds,
         Pythons and kernels; the overlay beside the store changes only when the whole update succeeds."""
-        from .errors import UserError
-        from .learn import plan_text
-        from .learn import update as learn
-        from .model import EXECUTORS
+        from ..errors import UserError
+        from ..learn import plan_text
+        from ..learn import update as learn
+        from ..model import EXECUTORS
 
         if index and wheelhouse:
             raise UserError("give --index or --wheelhouse, not both.")
@@ -90,7 +85,7 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
                            hosts=tuple(files_host))
         if result.get("dry_run"):
             if json_out:
-                _print_json(result)
+                print_json(result)
                 return
             out.print(fetch_table(result), highlight=False)
             planned = result["fetch"]
@@ -104,7 +99,7 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
         if plan is not None:
             text = plan_text(result, executor, str(wheelhouse) if wheelhouse else None) if result.get("changed") else None
             if text is not None:
-                from .plan import parse_plan
+                from ..plan import parse_plan
 
                 parse_plan(text, str(plan))  # a plan sweep refuses is a bug here, not a file to leave behind
                 try:
@@ -114,7 +109,7 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
                                     "so `gpucompat knowledge update --plan OTHER.toml` writes the plan without fetching again.") from None
             result["plan"] = str(plan) if text is not None else None
         if json_out:
-            _print_json(result)
+            print_json(result)
             return
         out.print(summary_table(result))
         if result.get("offline"):
@@ -142,7 +137,7 @@ def register(app: typer.Typer, guarded, out: "Console", err: "Console") -> None:
     @guarded
     def reset():
         """Remove the learned knowledge (the overlay `knowledge update` wrote); the packaged tables stay and answer alone."""
-        from .knowledge.overlay import reset as remove
+        from ..knowledge.overlay import reset as remove
 
         where, removed = remove()
         out.print(f"removed the learned knowledge ({where}); the packaged tables answer alone now" if removed else

@@ -1,0 +1,62 @@
+"""`gpucompat report`: one self-contained HTML report of a sweep, or (`--site DIR`) the static multi-page site."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import UserError
+from .common import chosen_sweep, err, escape, guarded
+from .options import DbOption, SourceOption
+from .printing import bench_rows, mig_reference
+
+
+def report(
+    sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
+    output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+    db: Optional[str] = DbOption,
+    # a directory, not options.SiteOption (this site's name in a bundle)
+    site: Optional[Path] = typer.Option(None, "--site", help="Instead: a static multi-page site in this directory, every stack's newest results."),
+    source: Optional[str] = SourceOption,
+):
+    """One self-contained HTML report of a sweep: surprises first, a matrix per framework, evidence a click away."""
+    from ..report.html import render
+    from ..store import Store
+
+    store = Store(db, readonly=True)
+    if site is not None:
+        return write_site(store, site, source)
+    sweep_id = chosen_sweep(store, sweep_id, source)
+    from ..bench import with_shown_version
+
+    rows = bench_rows(store, sweep_id)
+    html = render(store.sweep(sweep_id), store.result_rows(sweep_id), rows,
+                  [with_shown_version(series) for series in store.telemetry(sweep_id)], mig_reference(store, sweep_id, rows),
+                  [with_shown_version(p) for p in store.profiles(sweep_id)])
+    try:
+        output.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {str(output)!r}: {exc.strerror}.") from None
+    err.print(f"wrote {escape(str(output))} (sweep {sweep_id})")
+
+
+def write_site(store, directory: Path, source: str | None) -> None:
+    """report --site DIR: every page of the static site, from the newest results of the store (of one source, if given)."""
+    from ..bench import present
+    from ..report.site import write
+
+    rows = store.result_rows(None, source)
+    if not rows:
+        raise UserError(f"no results {f'from the source {source!r} ' if source else ''}are stored in {store.shown}; nothing to publish.")
+    cells = {r["cell_id"] for r in rows}
+    figures = [present(r) for r in store.bench_rows(None) if r["cell"] in cells]
+    result = write(directory, rows, figures, "GPU software compatibility", source)
+    sys.stderr.write(f"wrote {result['pages']} pages under {result['directory']}: {result['stacks']} stacks on {result['gpu_classes']} "
+                     f"GPU classes ({result['cells']} newest results) in {result['seconds']} s\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(guarded(report))

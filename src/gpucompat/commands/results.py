@@ -1,0 +1,59 @@
+"""`gpucompat results`: a stored sweep's verdicts in any format, the stored sweeps, bench figures, surprises."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .common import chosen_sweep, escape, guarded, out, print_json
+from .options import DbOption, SourceOption, WideOption
+from .printing import print_bench, print_results
+
+
+def results(
+    sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json, md, junit, or prometheus (a node-exporter textfile: docs/monitoring.md)."),
+    cells: bool = typer.Option(False, "--cells", help="One row per cell (GPU, driver, Python, duration) instead of lines grouped by framework, version and CC."),
+    list_sweeps: bool = typer.Option(False, "--list", help="List the stored sweeps instead."),
+    db: Optional[str] = DbOption,
+    json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
+    wide: bool = WideOption,
+    bench: bool = typer.Option(False, "--bench", help="The bench figures instead (table, csv or json): how fast each working stack ran."),
+    source: Optional[str] = SourceOption,
+    surprises: bool = typer.Option(False, "--surprises", help="Every cell of every sweep whose observation disagrees with the rules' prediction."),
+):
+    """The valid and invalid combinations of a stored sweep, each invalid one with its reason."""
+    from rich.table import Table
+
+    from ..store import Store
+
+    store = Store(db, readonly=True)
+    if list_sweeps:
+        sweeps = store.list_sweeps(source)
+        if json_out or fmt == "json":
+            print_json(sweeps)
+            return
+        table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed", "Untested", "Source")
+        for s in sweeps:
+            table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0),
+                          str(s["untested"] or 0), escape(s["source"] + ("" if s.get("verified", True) else " (UNVERIFIED)")))
+        out.print(table)
+        return
+    if bench:
+        # by default the newest sweep or check that has figures (`check --bench` stores a check, not a sweep)
+        chosen = sweep_id if sweep_id is not None else (store.latest_bench_sweep_id() or store.latest_sweep_id())
+        print_bench(store, chosen, "json" if json_out else fmt, wide, defaulted=sweep_id is None)
+        return
+    if surprises:  # observation against the rules, the whole store (or one sweep): what to report upstream
+        from ..report.rows import display_row, is_surprise
+        from ..report.terminal import surprises_view
+
+        rows = [r for r in map(display_row, store.result_rows(sweep_id, source=source)) if r["observed"] and is_surprise(r)]
+        return print_json(rows) if json_out or fmt == "json" else out.print(surprises_view(rows, wide), crop=False)
+    sweep_id = chosen_sweep(store, sweep_id, source)
+    print_results(store, sweep_id, "json" if json_out else fmt, per_cell=cells, wide=wide)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("results")(guarded(results))
