@@ -17,6 +17,7 @@ from test_probe_rungs import FAKE_CUDA, FAKE_CUPY, FAKE_CUPYX_SPARSE, FAKE_NVRTC
 from gpucompat.analysis import classify
 from gpucompat.model import ResolvedStack, Stack
 from gpucompat.model import Observation
+from gpucompat.probe.clean_env import MAX_RUNS
 from gpucompat.probe_build import probe_pyz
 
 # The fault's variables default to files inside the package: a mode written there is the stack's own.
@@ -74,7 +75,7 @@ def test_a_variable_no_rule_names_is_found_by_halving_and_the_cell_is_could_not_
     proc, facts, outcome = run(tmp_path, stand_in(tmp_path), {"FAKE_CUPY_MODE": "wrong-blas"})
     found = facts["clean_run"]
     assert found["same"] is False and found["culprits"] == ["FAKE_CUPY_MODE"] and found["settled"]
-    assert 2 <= len(found["runs"]) <= 8  # 42 inherited variables: a few halvings, not one run each
+    assert 2 <= len(found["runs"]) <= MAX_RUNS  # 42 inherited variables: a few halvings, not one run each
     assert (outcome.code, outcome.cause, outcome.stage) == ("UNTESTED", "env-fault", "compute")
     assert "FAKE_CUPY_MODE made the difference" in outcome.summary and "passed" in outcome.summary
     assert outcome.evidence["stack_would_be"] == "COMPUTE_WRONG"

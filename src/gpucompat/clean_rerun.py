@@ -36,12 +36,8 @@ def _position(outcome: Outcome, facts: dict) -> tuple:
 def _variables(found: dict) -> str:
     names = [n + (" (past the framework's own entry)" if n == "PYTHONPATH" and found.get("python_path") else "")
              for n in found.get("culprits") or []]
-    if not names:
-        return "nothing the job inherited could be named"
     if len(names) == 1:
         return f"the job's inherited {names[0]} made the difference"
-    if found.get("settled"):
-        return f"the job's inherited {', '.join(names)} together made the difference"
     return f"one or more of the job's inherited {', '.join(names[:12])}{' …' if len(names) > 12 else ''} made the difference (not narrowed further)"
 
 
@@ -55,8 +51,9 @@ def judge(judged: Outcome, clean: Outcome, facts: dict, found: dict) -> Outcome:
     if same:
         return Outcome(judged.code, judged.stage, judged.summary, evidence, judged.warnings + (
             f"a clean re-run ({KEPT}) failed the same way: the stack's, not the job's environment's",), judged.cause)
-    if clean.code == UNTESTED or _position(clean, found["facts"]) < _position(judged, facts):
+    if clean.code == UNTESTED or _position(clean, found["facts"]) < _position(judged, facts) or not found.get("culprits"):
         why = (f"it could not test ({clean.summary})" if clean.code == UNTESTED
+               else "nothing was left out of the job's environment, so the failure does not repeat" if not found.get("culprits")
                else f"it stopped earlier, at {clean.stage} with {clean.code}: the stack needs something of the job's environment")
         return Outcome(judged.code, judged.stage, judged.summary, evidence, judged.warnings + (
             f"a clean re-run ({KEPT}) says nothing here: {why}",), judged.cause)

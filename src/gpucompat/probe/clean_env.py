@@ -34,7 +34,7 @@ ENVIRONMENT_OWN = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV")
 # The module each framework's import starts from (cuda-runtime loads libraries by path: no module).
 MODULES = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow", "cupy": "cupy"}
 RECHECKED_STAGES = ("import", "device", "compute")
-MAX_RUNS = 8  # the clean run and the halvings after it: log2 of ~100 inherited variables, with room
+MAX_RUNS = 10  # the clean run, one run per halving (log2 of ~200 inherited variables) and the confirmation
 APPTAINER_ENV = "/.singularity.d/env"
 
 
@@ -183,22 +183,8 @@ def recheck(framework, result_path, original, signal_number, timeouts, environ=N
     record["facts"] = _kept(clean_result)
     record["same"] = clean_mode == mode
     write(result_path, original)
-    while not record["same"] and len(suspects) > 1 and len(record["runs"]) < MAX_RUNS and time.monotonic() < deadline:
-        half = len(suspects) // 2
-        for part in (suspects[:half], suspects[half:]):
-            if len(record["runs"]) >= MAX_RUNS or time.monotonic() >= deadline:
-                break
-            if attempt(part)[1] == mode:
-                suspects = part
-                break
-        else:
-            break  # neither half alone brings it back: they act together
-        write(result_path, original)
-        if len(record["runs"]) >= MAX_RUNS:
-            break
     if not record["same"]:
-        record["culprits"] = suspects
-        record["settled"] = len(suspects) == 1 or any(r["added"] == suspects and r["mode"] == list(mode) for r in record["runs"])
+        record["culprits"] = _halve(suspects, attempt, mode, record, deadline, lambda: write(result_path, original))
     record["running"] = False
     write(result_path, original)
     try:
@@ -206,6 +192,24 @@ def recheck(framework, result_path, original, signal_number, timeouts, environ=N
     except OSError:
         pass
     return record
+
+
+def _halve(suspects, attempt, mode, record, deadline, save):
+    """The fewest inherited variables found to bring the failure back: one half is tried, and where it does not,
+    the other is taken untried; the last pick is run once to confirm it. Every set returned was seen to fail
+    the same way (the whole difference did, in the job itself). A pair that fails only together stays a pair."""
+    confirmed, runs = list(suspects), lambda: len(record["runs"])
+    while len(suspects) > 1 and runs() < MAX_RUNS - 1 and time.monotonic() < deadline:
+        first, second = suspects[:len(suspects) // 2], suspects[len(suspects) // 2:]
+        if attempt(first)[1] == mode:
+            suspects = confirmed = first
+        else:
+            suspects = second
+        save()
+    if suspects != confirmed and runs() < MAX_RUNS and time.monotonic() < deadline and attempt(suspects)[1] == mode:
+        confirmed = suspects
+    record["settled"] = len(confirmed) == 1
+    return confirmed
 
 
 def _wait(pid):
