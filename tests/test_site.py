@@ -210,3 +210,118 @@ def test_the_site_in_headless_chromium(published, tmp_path):
         browser.close()
     assert not dialogs and all(url.startswith("file://") for url in requests), (dialogs, requests)
     assert (shots / "site-index.png").stat().st_size > 10_000 and (shots / "site-stack.png").stat().st_size > 10_000
+
+
+SITE_PLAN = """
+name = "site-a"
+executor = "slurm"
+[[targets]]
+name = "NVIDIA H100 80GB HBM3"
+cc = "9.0"
+gres = "h100"
+[[targets]]
+name = "NVIDIA L40S"
+cc = "8.9"
+gres = "l40s"
+[[stacks]]
+framework = "cuda-runtime"
+versions = ["12.4"]
+"""
+PROBE_DRIVER = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sat May 24 00:00:00 UTC 2025"
+
+
+def _site_a_sweep(url: str, plan_text: str) -> None:
+    """A sweep of SITE_PLAN as this site runs it: CUDA 12.4 passed on the H100 (its probe read driver 580.65.06), the L40S's
+    job never started (a gres type no node has)."""
+    from gpucompat.analysis import classify
+
+    store = Store(url)
+    resolved = [ResolvedStack(Stack("cuda-runtime", "12.4", "cu12", "3.12", "uv"), True, cuda_runtime="12.4")]
+    targets = [Target("NVIDIA H100 80GB HBM3", "9.0", None, count=1, declared=True, gres="h100"),
+               Target("NVIDIA L40S", "8.9", None, count=1, declared=True, gres="l40s")]
+    sweep = store.create_sweep("site-a", "sweep", plan_text, "site-a.toml", {}, targets, resolved, _predict)
+    for cell in store.cells_of(sweep):
+        if cell.target.gres == "h100":
+            store.record_result(cell.id, Outcome("PASS", "compute", "ran a kernel"),
+                                Observation({"system": {"proc_driver_version": PROBE_DRIVER}}, duration_s=1.0))
+        else:
+            said = "sbatch --test-only --gres=gpu:l40s:1: sbatch: error: Invalid generic resource (gres) specification"
+            store.record_result(cell.id, classify(cell.resolved, Observation({}, no_match=said)), Observation({}))
+    store.finish_sweep(sweep, "done")
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def site_a(tmp_path_factory):
+    """Site A: two sweeps of one plan (an H100 and an L40S, Slurm), and three bundles imported: siteb's H200 store (signed,
+    trusted), h100-lab's H100 bench store (signed, trusted) and state-lab's H100 checks (unsigned, --untrusted)."""
+    tmp = tmp_path_factory.mktemp("site-a")
+    url = f"sqlite:///{tmp / 'store.db'}"
+    plan = tmp / "site-a.toml"
+    plan.write_text(SITE_PLAN)
+    for _ in range(2):
+        _site_a_sweep(url, SITE_PLAN)
+    here = {"XDG_CONFIG_HOME": str(tmp / "here")}
+    for name, db, trusted in (("siteb", EVIDENCE / "knowledge-h200" / "knowledge.db", True),
+                              ("h100-lab", EVIDENCE / "bench-h100" / "bench.db", True),
+                              ("state-lab", EVIDENCE / "gpu-state-h100" / "gpu-state.db", False)):
+        theirs = {"XDG_CONFIG_HOME": str(tmp / f"{name}-config")}
+        shutil.copyfile(db, tmp / f"{name}.db")
+        if trusted:
+            run_cli("key", env=theirs, check=0)
+            run_cli("trust", "add", name, str(tmp / f"{name}-config" / "gpucompat" / "site-key.pub"), env=here, check=0)
+        run_cli("export", "--db", f"sqlite:///{tmp / name}.db", "--bundle", str(tmp / f"{name}.gz"), "--site", name,
+                *([] if trusted else ["--unsigned"]), env=theirs, check=0)
+        run_cli("import", str(tmp / f"{name}.gz"), "--db", url, *([] if trusted else ["--untrusted"]), env=here, check=0)
+    return url, plan, tmp
+
+
+def _between(text: str, start: str, end: str) -> str:
+    at = text.index(start)
+    return text[at:text.index(end, at)]
+
+
+def _publish(url: str, directory: Path, pool: str | None = None) -> dict[str, str]:
+    proc = run_cli("report", "--db", url, "--site", str(directory), *(["--pool", pool] if pool else []), check=0)
+    assert "1 GPU classes" in proc.stderr, proc.stderr
+    return _pages(directory)
+
+
+@pytest.mark.parametrize("pool", [None, "plan"])
+def test_this_sites_site_has_only_its_own_classes(site_a, tmp_path, pool):
+    """Issue 39 section 3: the plan both local sweeps share (or --pool PLAN) makes the classes; siteb's H200 rows make no
+    column or page of their own (listed as observed elsewhere), h100-lab's and state-lab's H100 rows are supporting evidence
+    on this site's H100, the index counts those that are unverified, and every class page has its install lines."""
+    url, plan, _tmp = site_a
+    pages = _publish(url, tmp_path / "site", str(plan) if pool else None)
+    index = pages["index.html"]
+    matrix = _between(index, 'id="matrix"', "</table>")
+    assert re.findall(r'<th class="gpu"><a href="gpu-[^"]+">([^<]+)</a>', matrix) == ["NVIDIA H100 80GB HBM3"]
+    assert [n for n in pages if n.startswith("gpu-")] == [n for n in pages if n.startswith("gpu-NVIDIA-H100")]
+    assert "the [[targets]] of" in index
+    # siteb's H200: no column, no page, never "how to use" anywhere; listed as observed elsewhere
+    elsewhere = _between(index, '<ul class="elsewhere">', "</ul>")
+    assert re.search(r"NVIDIA H200 \(CC 9\.0\), driver 580\.159\.04, observed at siteb: \d+ cells", elsewhere), elsewhere
+    for name, text in pages.items():
+        if name != "index.html":
+            assert "NVIDIA H200" not in text, name
+    # the L40S nothing ran on: listed apart with the scheduler's words
+    assert "NVIDIA L40S (CC 8.9): not tested: no job of it started: sbatch --test-only --gres=gpu:l40s:1" in index
+    # the H100's page: supporting evidence from the other sites, named, verified or not; its install lines and request
+    h100 = next(text for name, text in pages.items() if name.startswith("gpu-NVIDIA-H100"))
+    supporting = _between(h100, '<ul class="supporting">', "</ul>")
+    assert re.search(r"observed at h100-lab on NVIDIA H100 80GB HBM3, driver 580\.159\.04, verified \(sweep \d+, \d+ cells\)", supporting)
+    assert re.search(r'observed at state-lab on NVIDIA H100 80GB HBM3, driver 580\.159\.04, <b class="unverified-mark">UNVERIFIED</b>',
+                     supporting)
+    unverified = int(re.search(r'<span class="unverified-mark"><b>(\d+)</b> unverified</span>', index).group(1))
+    marked = re.findall(r'<b class="unverified-mark">UNVERIFIED</b> \(sweep \d+, (\d+) cells?\)', supporting)
+    assert unverified == sum(map(int, marked)) > 0  # every cell of state-lab's lines, and only those
+    assert 'Select this class with: <code class="command">sbatch --gres=gpu:h100:1</code>' in h100
+    install = _between(h100, '<ul class="install">', "</ul>")
+    assert "cuda-runtime: " in install and "pip install" in install
+    assert "Drivers seen: 580.159.04, 580.65.06</p>" in h100  # what the probes read, here and at the other sites
+    for name, text in pages.items():  # every value escaped: the plan's origin sentence, the scheduler's words
+        assert "<script" not in text.replace('<script>\n/* optional', ""), name
+    if pool:
+        refused = run_cli("report", "--db", url, "--pool", str(plan))
+        assert refused.returncode == 2 and "give it with --site" in refused.stderr

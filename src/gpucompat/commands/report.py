@@ -21,14 +21,19 @@ def report(
     # a directory, not options.SiteOption (this site's name in a bundle)
     site: Optional[Path] = typer.Option(None, "--site", help="Instead: a static multi-page site in this directory, every stack's newest results."),
     source: Optional[str] = SourceOption,
+    pool: Optional[str] = typer.Option(None, "--pool", help="With --site: this site's GPU classes, a plan file's [[targets]] (PLAN.toml) "
+                                       "or slurm|htcondor|kubernetes discovery (default: the plan every local sweep shares, else "
+                                       "the classes they ran on); results imported on other GPUs are no class here."),
 ):
     """One self-contained HTML report of a sweep: surprises first, a matrix per framework, evidence a click away."""
     from ..report.html import render
     from ..store import Store
 
+    if pool is not None and site is None:
+        raise UserError("--pool names the site's GPU classes for --site DIR; give it with --site.")
     store = Store(db, readonly=True)
     if site is not None:
-        return write_site(store, site, source)
+        return write_site(store, site, source, pool)
     sweep_id = chosen_sweep(store, sweep_id, source)
     from ..bench import with_shown_version
 
@@ -43,17 +48,12 @@ def report(
     err.print(f"wrote {escape(str(output))} (sweep {sweep_id})")
 
 
-def write_site(store, directory: Path, source: str | None) -> None:
-    """report --site DIR: every page of the static site, from the newest results of the store (of one source, if given)."""
-    from ..bench import present
-    from ..report.site import write
+def write_site(store, directory: Path, source: str | None, pool: str | None = None) -> None:
+    """report --site DIR [--pool PLAN]: every page of the static site, from the newest results of the store (of one source,
+    if given), on this site's GPU classes (report/site_pool.py)."""
+    from ..report.site import publish
 
-    rows = store.result_rows(None, source)
-    if not rows:
-        raise UserError(f"no results {f'from the source {source!r} ' if source else ''}are stored in {store.shown}; nothing to publish.")
-    cells = {r["cell_id"] for r in rows}
-    figures = [present(r) for r in store.bench_rows(None) if r["cell"] in cells]
-    result = write(directory, rows, figures, "GPU software compatibility", source)
+    result = publish(store, directory, "GPU software compatibility", source, pool)
     sys.stderr.write(f"wrote {result['pages']} pages under {result['directory']}: {result['stacks']} stacks on {result['gpu_classes']} "
                      f"GPU classes ({result['cells']} newest results) in {result['seconds']} s\n")
 

@@ -31,7 +31,9 @@ from ..errors import UserError
 from ..analysis import as_read, shown_python, shown_version
 from ..model import PASS, UNTESTED, is_verified
 from .bench import display as bench_display
-from .rows import apart_cause, apart_summary, display_row, is_gpu_class
+from ..discover.local import NO_GPU
+from .rows import apart_cause, apart_summary, display_row, is_gpu_class, probe_driver
+from .site_pool import SitePool, class_of, install_lines, site_pool
 
 MARKER = ".gpucompat-site"  # in a directory the site wrote: its pages may be replaced
 STATUS = ("valid", "invalid", "untested", "pending")  # untested: could not be tested (UNTESTED, with a cause); pending: not run yet
@@ -172,14 +174,66 @@ def _counts(rows: list[dict]) -> dict:
     return {s: sum(1 for r in rows if r["status"] == s) for s in STATUS}
 
 
-def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None) -> dict:
+def _placed(raw_rows: list[dict], pool: SitePool) -> tuple[list[dict], list[dict]]:
+    """(the rows on this site's classes, each keyed by its class's name and compute capability, with the GPU it saw kept as
+    seen_gpu; the rows on a GPU class that is none of the site's, run here or imported: observed elsewhere). A row on no GPU
+    class at all (the stand-in of a machine without a GPU) stays, to be counted apart as before."""
+    placed, elsewhere = [], []
+    for raw in raw_rows:
+        if raw["gpu"] == NO_GPU.name and not raw["cc"]:
+            placed.append(raw)
+            continue
+        target = class_of({**raw, "cc": raw["cc"] or "", "driver_seen": probe_driver(raw.get("probe_driver"))}, pool)
+        if target is None:
+            elsewhere.append(raw)
+        else:
+            placed.append({**raw, "gpu": target.name, "cc": target.cc or "", "seen_gpu": raw["gpu"]})
+    return placed, elsewhere
+
+
+def _elsewhere(raw_rows: list[dict]) -> list[dict]:
+    """The rows on GPU classes that are none of this site's, one line per site, GPU, driver and verification."""
+    found: dict[tuple, dict] = {}
+    for raw in raw_rows:
+        driver = probe_driver(raw.get("probe_driver")) or raw["driver"] or ""
+        key = (raw.get("source") or "local", raw["gpu"], raw["cc"] or "", driver, is_verified(raw))
+        entry = found.setdefault(key, {"site": key[0], "gpu": key[1], "cc": key[2], "driver": key[3], "verified": key[4], "cells": 0})
+        entry["cells"] += 1
+    return [found[k] for k in sorted(found)]
+
+
+def _supporting(raw_rows: list[dict], vouchers: dict) -> list[dict]:
+    """The observations other sites made on a class of this one (every imported row placed on it, the newest or not): one
+    line per imported sweep, GPU and driver, with every site that vouched for that sweep (Store.vouchers)."""
+    found: dict[tuple, dict] = {}
+    for raw in raw_rows:
+        if (raw.get("source") or "local") == "local" or raw["code"] is None:
+            continue
+        key = (raw["source"], raw["sweep_id"], raw.get("seen_gpu") or raw["gpu"], probe_driver(raw.get("probe_driver")) or raw["driver"] or "",
+               is_verified(raw))
+        entry = found.setdefault(key, {"site": key[0], "sweep": key[1], "gpu": key[2], "driver": key[3], "verified": key[4], "cells": 0,
+                                       "vouchers": vouchers.get(key[1]) or []})
+        entry["cells"] += 1
+    return [found[k] for k in sorted(found, key=lambda k: (not k[4], k[0], str(k[1]), k[2], k[3]))]
+
+
+def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None, pool: SitePool | None = None,
+          vouchers: dict | None = None) -> dict:
     """Everything the pages show, from Store.result_rows(None) and bench.present()'s rows of Store.bench_rows(None).
+
+    With a pool (site_pool.py: --pool, the plan every local sweep shares, or the local sweeps' classes), only this site's
+    classes are classes: a row is placed on the class it matches, rows on any other GPU are listed as observed elsewhere,
+    rows imported from other sites are named as supporting evidence on the class they match, and each class page carries
+    its install lines (advise --pool's) with the scheduler request that selects it.
 
     Only real GPU classes get a column and a page, and only stacks with a verdict somewhere a row and a page: the cells that
     could not be tested (UNTESTED, with a cause) are counted apart on every page, by cause. Inside a real class and a real
     stack such a cell keeps its own mark, never valid and never invalid. A verdict reached off any GPU class (an unresolvable
     stack swept where no GPU was visible) is its stack's, shown on its page as reached before any GPU."""
     every: dict[int, tuple] = {}
+    elsewhere: list[dict] = []
+    if pool is not None:
+        raw_rows, elsewhere = _placed(raw_rows, pool)
     rows = newest(raw_rows, every)
     by_class: dict[tuple, list[dict]] = {}
     for row in rows:
@@ -188,6 +242,7 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
     # a class on which no cell ran (its jobs never started: the scheduler could not place them) is no column: listed apart
     not_tested = sorted(g for g in real if not any(_ran(r) for r in by_class[g]))
     real -= set(not_tested)
+    unseen = sorted({(t.name, t.cc or "") for t in (pool.targets if pool else ())} - set(by_class))  # nothing stored ran there
     apart, off, grid_rows = [], [], []  # could not test; a verdict off any GPU class; a cell on a real class
     for row in rows:
         on_class = (row["gpu"], row["cc"]) in real
@@ -274,13 +329,25 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         gpus.append({"name": g[0], "cc": g[1], "file": gpu_pages[g], "sections": sections, "counts": counts,
                      "apart": apart_summary(apart_by_class.get(g, [])), "drivers": sorted({r["driver_seen"] for r in here if r["driver_seen"]}),
                      "sources": _sources(here + apart_by_class.get(g, []))})
+    lines = install_lines(pool, classes, frameworks, grid_rows) if pool is not None else {}
+    placed: dict[tuple, list[dict]] = {}
+    for raw in raw_rows:
+        placed.setdefault((raw["gpu"], raw["cc"] or ""), []).append(raw)
+    for gpu in gpus:
+        gpu["supporting"] = _supporting(placed.get((gpu["name"], gpu["cc"]), []) if pool is not None else [], vouchers or {})
+        gpu["install"] = lines.get((gpu["name"], gpu["cc"]), {"request": None, "lines": [], "why": ""})
+    supporting = [line for gpu in gpus for line in gpu["supporting"]]
     shown = grid_rows + off
     counts = _counts(shown)
     counts["untested"] = len(apart)
     return {"title": title, "source": source, "sources": _sources(rows),
             "classes": [{"name": g[0], "cc": g[1], "file": gpu_pages[g]} for g in classes],
             "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": counts, "apart": apart_summary(apart),
-            "not_tested": [_not_tested(g, by_class[g]) for g in not_tested],
+            "not_tested": [_not_tested(g, by_class[g]) for g in not_tested] + [
+                {"name": g[0], "cc": g[1], "why": "no cell stored here ran on it", "cells": 0} for g in unseen],
+            "pool": pool.origin if pool else None, "elsewhere": _elsewhere(elsewhere),
+            "supporting": {"lines": len(supporting), "cells": sum(s["cells"] for s in supporting),
+                           "unverified": sum(s["cells"] for s in supporting if not s["verified"])},
             "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__}
 
 
@@ -301,11 +368,29 @@ def _prepare(directory: Path) -> None:
         raise UserError(f"cannot write the site into {directory}: {exc.strerror or exc}.") from None
 
 
-def write(directory: Path, raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None) -> dict:
+def publish(store, directory: Path, title: str, source: str | None = None, pool: str | None = None) -> dict:
+    """report --site DIR [--pool PLAN]: the site of this store's newest results (of one source, if given) on this site's
+    GPU classes (site_pool.site_pool: --pool, else the plan every local sweep shares, else the local sweeps' classes)."""
+    from ..bench import present
+
+    rows = store.result_rows(None, source)
+    if not rows:
+        raise UserError(f"no results {f'from the source {source!r} ' if source else ''}are stored in {store.shown}; nothing to publish.")
+    cells = {r["cell_id"] for r in rows}
+    figures = [present(r) for r in store.bench_rows(None) if r["cell"] in cells]
+    local = [r for r in rows if (r.get("source") or "local") == "local"] if source in (None, "local") else store.result_rows(None, "local")
+    sweeps = [store.sweep(sweep_id) for sweep_id in sorted({r["sweep_id"] for r in local})]
+    classes = site_pool(pool, sweeps, [display_row(r) for r in local])
+    vouchers = {sweep_id: store.vouchers(sweep_id) for sweep_id in sorted({r["sweep_id"] for r in rows if (r.get("source") or "local") != "local"})}
+    return write(directory, rows, figures, title, source, classes, vouchers)
+
+
+def write(directory: Path, raw_rows: list[dict], bench_rows: list[dict], title: str, source: str | None = None,
+          pool: SitePool | None = None, vouchers: dict | None = None) -> dict:
     """Render every page into directory; how many pages, cells, and the seconds it took."""
     began = time.perf_counter()
     directory = Path(directory)
-    site = build(raw_rows, bench_rows, title, source)
+    site = build(raw_rows, bench_rows, title, source, pool, vouchers)
     _prepare(directory)
     environment = Environment(loader=PackageLoader("gpucompat.report", "templates"), autoescape=select_autoescape(["html", "j2"]),
                               trim_blocks=True, lstrip_blocks=True)
