@@ -494,16 +494,18 @@ def test_a_pool_from_a_plan_of_five_classes(tmp_path):
 
 
 def test_htcondor_and_kubernetes_classes_get_their_own_requests():
+    from gpucompat.answers.asked import resolve_pool
+    from gpucompat.answers.observed import Observations
     from gpucompat.answers.questions import read
 
     question = read("torch==2.4.1")
     condor = [Target("NVIDIA A100-SXM4-40GB", "8.0", cuda_driver="12.2", count=4), Target("Tesla V100-SXM2-16GB", "7.0", cuda_driver="11.4")]
-    answer = pool.answer(question, "default", "htcondor", condor, "htcondor discovery", None, None, [])
+    answer = pool.answer(question, "default", resolve_pool("htcondor", condor, "htcondor discovery", None), None, Observations([]))
     assert [c["verdict"] for c in answer["classes"]] == ["pass", "fail"]
     assert answer["classes"][0]["driver"] == "535.54.03" and "at least" in answer["classes"][0]["driver_from"]
     assert answer["htcondor"] == 'request_GPUs = 1\nrequire_gpus = Capability == 8.0 && DeviceName == "NVIDIA A100-SXM4-40GB"'
     nodes = [Target("NVIDIA H100 80GB HBM3", "9.0", "550.54.15", selector=("nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",))]
-    k8s = pool.answer(question, "default", "kubernetes", nodes, "kubernetes discovery", None, None, [])
+    k8s = pool.answer(question, "default", resolve_pool("kubernetes", nodes, "kubernetes discovery", None), None, Observations([]))
     assert k8s["classes"][0]["request"] == "nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}"
 
 

@@ -12,6 +12,8 @@ import pytest
 from conftest import run_cli
 from gpucompat.answers.advise import advise
 from gpucompat.answers.explain import explain
+from gpucompat.answers.asked import resolve_pool
+from gpucompat.answers.observed import Observations
 from gpucompat.answers.pool import answer as pool_answer
 from gpucompat.answers.questions import read
 from gpucompat.knowledge import gpus, tables
@@ -144,7 +146,7 @@ def test_pool_classes_and_sweep_predictions_apply_it():
     question = read("torch==1.13.1")
     targets = [Target("Tesla K80", "3.7", "550.54.14", count=4), Target("Tesla K80", "3.7", "470.42.01", count=4),
                Target("NVIDIA H200", "9.0", "535.104.05", count=8), Target("NVIDIA H100 80GB HBM3", "9.0", "535.104.05", count=8)]
-    classes = pool_answer(question, "default", "slurm", targets, "test", None, "3.10", [])["classes"]
+    classes = pool_answer(question, "default", resolve_pool("slurm", targets, "test", None), "3.10", Observations([]))["classes"]
     # torch 1.13.1 has no sm_90: the H100 class fails on its architecture, never on its driver
     assert [c["code"] for c in classes] == ["NO_DEVICE", None, "NO_DEVICE", "ARCH_UNSUPPORTED"]
     assert "NVIDIA H200 needs R550" in classes[2]["reason"]

@@ -72,10 +72,10 @@ def candidates(framework: str) -> list[tuple[str, str]]:
     else:
         rows = [(r["cuda"], "default") for r in tables.table("cuda_drivers") if Version(r["cuda"]).major >= 11]
     # builds of one release newest CUDA first: a set's order changes with each process's string hashing
-    return sorted(set(rows), key=lambda p: (_key(p[0]), p[1] != "default", _cuda_order(p[1])), reverse=True)
+    return sorted(set(rows), key=lambda p: (_key(p[0]), p[1] != "default", cuda_order(p[1])), reverse=True)
 
 
-def _cuda_order(variant: str) -> int:
+def cuda_order(variant: str) -> int:
     """A build's CUDA as a number that orders the builds of one framework: cu126 -> 126, cu92 -> 92, cupy's cuda110 -> 110
     and cuda11x (any 11.x) -> 119, jax's cuda13 -> 13; 0 for a build that names none (default, and-cuda, plain)."""
     digits = int("".join(c for c in variant if c.isdigit()) or 0)

@@ -15,6 +15,7 @@ this machine's (target.where).
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import branch_releases, wheel_pythons
 from ..model import EXECUTORS, Target
-from ..plan import PYTHON_VERSION, load_plan
+from ..plan import DRIVER_VERSION, PYTHON_VERSION, load_plan
 from .questions import Question, framework_name, release_of, spec_text
 from .questions import read as read_stack
 from .target import where
@@ -38,6 +39,58 @@ QUESTION_PYTHON = re.compile(r"3\.([6-9]|1[0-5])", re.ASCII)
 BARE_BRANCH = re.compile(r"[0-9]{3}", re.ASCII)
 NEWEST = "newest with wheels"  # python_from of a question about another machine: each build on its newest wheel Python
 ELSEWHERE = "--gpu, --cc, --driver or --pool"
+MAX_CLASSES = 10000
+
+
+@dataclass(frozen=True)
+class PoolClass:
+    """One GPU class of a site, read once at the command's edge (resolve_pool): every --pool answer judges, looks up
+    observations for and selects the class through this one reading. The compute capability is the pool's own where
+    it says one, else the knowledge's for the GPU name (one lookup, whether the plan names cc or not)."""
+
+    target: Target  # the class as the pool gave it: count, gres, features, selector, nodes
+    name: str | None  # the GPU name as the pool reports it
+    matched: str | None  # the knowledge's name for it (None: a name the knowledge does not hold)
+    cc: str | None
+    cc_from: str  # "the pool", "the knowledge" or "unknown"
+    driver: str | None  # the driver judged (class_driver)
+    driver_from: str
+    request: str | None  # how to ask the scheduler for one GPU of the class
+    kernel_module: str | None = None  # the driver's kernel module (open or proprietary): not read yet
+    pythons: tuple[str, ...] = ()  # the Pythons it is judged on: --python or the plan's; () each release's newest
+
+    @property
+    def gpu(self) -> str | None:
+        """The name the rules judge: the knowledge's where it holds the GPU, else the pool's."""
+        return self.matched or self.name
+
+    @property
+    def label(self) -> str:
+        return self.name or f"CC {self.cc}"
+
+    @property
+    def key(self) -> tuple:
+        """What a judgement depends on: classes with the same key get the same answer (judged once per command)."""
+        return (self.gpu, self.cc, self.driver, self.kernel_module)
+
+    def where(self) -> dict:
+        """The class as a one-GPU question reads its target (target.target's fields)."""
+        supported = tables.driver_cuda(self.driver) if self.driver else None
+        row = tables.gpu(self.name) if self.name else None
+        return {"gpu": self.name, "matched": self.matched, "cc": self.cc,
+                "cc_source": "the pool" if self.cc_from == "the pool" else (row or {}).get("source"),
+                "cc_confidence": "high" if self.cc_from == "the pool" else (row or {}).get("confidence", "high") if row else None,
+                "driver": self.driver, "driver_cuda": supported["cuda"] if supported else None, "gpu_read_as": None}
+
+
+@dataclass(frozen=True)
+class Pool:
+    """--pool as read: the executor whose requests apply, its classes, where they came from, and the Pythons the plan lists."""
+
+    executor: str
+    classes: tuple[PoolClass, ...]
+    origin: str
+    plan_pythons: tuple[str, ...] = ()  # the plan's own python lists (empty: it lists none, or the pool is discovered)
 
 
 @dataclass(frozen=True)
@@ -56,7 +109,7 @@ class Asked:
     requirements: str | None = None  # -r FILE as given ('-': standard input)
     parsed: Parsed | None = None  # that file as read (answers/lockfiles.py)
     pool: str | None = None  # --pool as given
-    classes: tuple[str, list[Target], str] | None = None  # its GPU classes: (executor, classes, where they came from)
+    classes: Pool | None = None  # its GPU classes, each read once (resolve_pool)
 
     def target_view(self) -> dict:
         """The target as an answer shows it: the GPU and driver as read, the driver as typed, the Python and why."""
@@ -124,22 +177,104 @@ def read_driver(driver: str | None) -> tuple[str | None, list[str]]:
                     "(give the full version nvidia-smi shows)"]
 
 
-def pool_targets(pool: str) -> tuple[str, list[Target], str]:
-    """--pool as read: (the executor whose requests apply, the GPU classes, where they came from), the way a sweep finds
-    them: the executor's discovery, or a plan's [[targets]] (its "discover" or "local" as the sweep reads them)."""
+def pool_targets(pool: str) -> tuple[str, list[Target], str, tuple[str, ...]]:
+    """--pool as given: (the executor whose requests apply, the GPU classes, where they came from, the Pythons a plan
+    lists), the way a sweep finds them: the executor's discovery, or a plan's [[targets]] (its "discover" or "local"
+    as the sweep reads them)."""
     if pool in EXECUTORS:
         from ..executors import discover
 
-        return pool, _found(pool, discover(pool)), f"{pool} discovery"
+        return pool, _found(pool, discover(pool)), f"{pool} discovery", ()
     path = Path(pool)
     if path.suffix != ".toml" or not path.is_file():
         raise UserError(f"--pool {pool[:60]!r} is neither a pool ({', '.join(EXECUTORS)}) nor a plan file (PLAN.toml) that exists.")
-    spec, _text = load_plan(path)
+    spec, text = load_plan(path)
+    pythons = plan_pythons(spec, text)
     if isinstance(spec.targets, tuple):
-        return spec.executor, list(spec.targets), f"the [[targets]] of {path.name}"
+        return spec.executor, list(spec.targets), f"the [[targets]] of {path.name}", pythons
     from ..executors import discover
 
-    return spec.executor, _found(spec.executor, discover(spec.executor)), f"{spec.executor} discovery (targets = \"{spec.targets}\" in {path.name})"
+    return (spec.executor, _found(spec.executor, discover(spec.executor)), f"{spec.executor} discovery (targets = \"{spec.targets}\" in {path.name})",
+            pythons)
+
+
+def plan_pythons(spec, text: str) -> tuple[str, ...]:
+    """The Pythons a plan lists (its python = [...] and its stacks' own), as versions sort; none where it lists none (a plan
+    without python tests this interpreter's, which says nothing of the site's)."""
+    import tomllib
+
+    data = tomllib.loads(text)
+    listed = "python" in data or any(isinstance(s, dict) and "python" in s for s in data.get("stacks") or [])
+    found = {p for stack in spec.stacks for p in stack.pythons if p != "current"} if listed else set()
+    return tuple(sorted(found, key=lambda p: tuple(int(n) for n in p.split("."))))
+
+
+def class_driver(target: Target, assumed: str | None) -> tuple[str | None, str]:
+    """The driver a class is judged with, and where it came from: its own; for HTCondor, which advertises only the CUDA the
+    driver supports, the oldest driver of that CUDA (a lower bound); else the --driver given for every class."""
+    if target.driver:
+        return target.driver, "its own"
+    if target.cuda_driver and (row := tables.cuda_row(target.cuda_driver)):
+        return row["toolkit_driver_min"], f"at least, for the CUDA {target.cuda_driver} it advertises"
+    if assumed:
+        return assumed, "assumed: --driver"
+    return None, "not reported by the pool: give --driver to assume one"
+
+
+def check_pool(targets: list[Target], driver: str | None) -> None:
+    """One sentence for a --driver that is no driver version, or a pool past MAX_CLASSES classes."""
+    if driver is not None and not DRIVER_VERSION.fullmatch(driver):
+        raise UserError(f"--driver {driver[:40]!r} is not a driver version like '535.104.05'.")
+    if len(targets) > MAX_CLASSES:
+        raise UserError(f"the pool has {len(targets)} GPU classes; gpucompat answers for at most {MAX_CLASSES}.")
+
+
+def scheduler_request(executor: str, target: Target) -> str | None:
+    """How to ask the scheduler for one GPU of this class, written with the executor's own request code."""
+    if executor == "slurm":
+        from ..executors.slurm import request_args
+
+        return shlex.join(["sbatch", *request_args(target)])  # a line to paste: --constraint=a&b is quoted
+    if executor == "kubernetes":
+        from ..executors.kubernetes.manifest import node_selector
+
+        selector = node_selector(target)
+        return "nodeSelector: {" + ", ".join(f"{k}: {v}" for k, v in selector.items()) + "}" if selector else None
+    if executor == "htcondor":
+        return htcondor_request([target])
+    return None
+
+
+def htcondor_request(targets: list[Target]) -> str | None:
+    """One submit description's GPU request that matches any of the classes."""
+    from ..executors.htcondor import gpu_requirement
+
+    clauses = [c for c in (gpu_requirement(t) for t in targets) if c]
+    if not clauses:
+        return None
+    joined = " || ".join(f"({c})" for c in dict.fromkeys(clauses)) if len(clauses) > 1 else clauses[0]
+    return f"request_GPUs = 1\nrequire_gpus = {joined}"
+
+
+def resolve_pool(executor: str, targets: list[Target], origin: str, driver: str | None, pythons: tuple[str, ...] = (),
+                 plan_pythons: tuple[str, ...] = ()) -> Pool:
+    """Each class read once: its GPU as the knowledge names it, its compute capability, its driver, its scheduler request."""
+    check_pool(targets, driver)
+    classes = []
+    for t in targets:
+        row = tables.gpu(t.name) if t.name else None
+        cc = t.cc or (row or {}).get("cc")
+        class_drv, driver_from = class_driver(t, driver)
+        classes.append(PoolClass(t, t.name or None, row["name"] if row else None, cc,
+                                 "the pool" if t.cc else "the knowledge" if cc else "unknown", class_drv, driver_from,
+                                 scheduler_request(executor, t), None, pythons))
+    return Pool(executor, tuple(classes), origin, plan_pythons)
+
+
+def read_pool(pool: str, driver: str | None, python: str | None) -> Pool:
+    """--pool read once, every class resolved: judged on --python where given, else on the Pythons the plan lists."""
+    executor, targets, origin, listed = pool_targets(pool)
+    return resolve_pool(executor, targets, origin, driver, (python,) if python else listed, listed)
 
 
 def _found(executor: str, targets: list[Target]) -> list[Target]:
@@ -166,7 +301,7 @@ def read(spec, requirements: str | None = None, pool: str | None = None, gpu: st
     driver, driver_notes = read_driver(driver)
     if pool is not None:
         return Asked("pool", stack.framework, stack, None, driver, typed_driver, python, python_from, tuple(stack.notes + driver_notes + python_notes),
-                     pool=pool, classes=pool_targets(pool))
+                     pool=pool, classes=read_pool(pool, driver, python))
     found, target_notes = where(gpu, cc, driver)
     if stack is not None:
         return Asked("stack", stack.framework, stack, found, found["driver"], typed_driver, python, python_from,

@@ -71,8 +71,7 @@ def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
               "target": {**asked.target_view(), "python": python}, **prediction.to_dict()}
     # observation first: the store's newest cell of this stack here decides, the rules' answer stays beside it
     seen = matching(observed_rows, judged.framework, release_of(judged.framework, judged.version, variant), variant, python,
-                    found.get("matched") or found.get("gpu"), found["cc"], found["driver"],
-                    build_named=question.variant is not None)
+                    found.get("gpu"), found["cc"], found["driver"], build_named=question.variant is not None, also=found.get("matched"))
     decide(result, seen)
     if result["source"] == "rule":  # a build that needs the system's CUDA is a conditional yes (an observation saw it run)
         conditions.apply(result, judged.framework, judged.version, variant)
@@ -112,11 +111,12 @@ def answer_requirements(asked: Asked) -> dict:
 
 
 def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
-    """`explain SPEC --pool ...`: the question on every GPU class of a site (answers/pool.py)."""
+    """`explain SPEC --pool ...`: the question on every GPU class of a site (answers/pool.py), each class as read once
+    (asked.PoolClass), the store's observations indexed once (observed.Observations)."""
+    from .observed import Observations
     from .pool import answer
 
-    question, driver, python = asked.stack, asked.driver, asked.python
-    executor, targets, origin = asked.classes
+    question, python, pool = asked.stack, asked.python, asked.classes
     notes = list(asked.notes)
     newest = asked.python_from == NEWEST
 
@@ -126,8 +126,14 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
     variant = question.variant
     if variant is None:  # the GPU build that passes on the most classes (the first the release has, where none does)
         choices = gpu_variants(question.framework, question.version)
-        passes = {v: sum(predict_stack(question.framework, release_of(question.framework, question.version, v), v,
-                                       t.cc, t.driver or driver, python_of(v), gpu=t.name).verdict == PASS for t in targets) for v in choices}
+        distinct: dict[tuple, int] = {}  # classes judged once per distinct GPU, driver and kernel module
+        for c in pool.classes:
+            distinct[c.key] = distinct.get(c.key, 0) + 1
+        by_key = {c.key: c for c in pool.classes}
+        passes = {v: sum(n for key, n in distinct.items()
+                         if predict_stack(question.framework, release_of(question.framework, question.version, v), v,
+                                          by_key[key].cc, by_key[key].driver, python_of(v), gpu=by_key[key].gpu).verdict == PASS)
+                  for v in choices}
         variant = max(choices, key=lambda v: (passes[v], -choices.index(v)))
         notes.insert(len(question.notes), assumed_note(question, variant))
     python = python_of(variant)
@@ -136,7 +142,7 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
     result = {"spec": judged.spec, "asked": question.typed, "notes": notes, "pool": asked.pool, "python": python,
               "python_from": asked.python_from, "driver_typed": asked.driver_typed,
-              **answer(judged, variant, executor, targets, origin, driver, python, observed_rows)}
+              **answer(judged, variant, pool, python, Observations(observed_rows), newest)}
     if result["passing"]:  # where some class passes, the command that installs the stack there
         result["install"] = install_for(judged.framework, judged.version, variant, None)
     return result

@@ -196,21 +196,54 @@ def _base(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-def matching(rows: list[dict], framework: str, release: str, variant: str | None, python: str | None,
-             gpu: str | None, cc: str | None, driver: str | None, build_named: bool = True) -> list[dict]:
-    """The observed verdicts (not pending, not could-not-test) of this build on this GPU class and driver branch: those
-    of the asked Python first, newest first. A cell answers for the build it is (stored_build): torch's default as
-    the release's default label, never another build (cu126 asked is not cu130 stored). A cell whose build was not
-    recorded answers only a question that left the build open (`build_named` False: `jax==0.11.2`, not
-    `jax[cuda12]==0.11.2`). Cells of another Python are kept for decide() to mention, never to decide. A verified cell (run
-    here, or imported under a key this site trusts) comes before an unverified one, however new: a bundle nobody vouches for
-    never outranks the site's own observation."""
+def _branch(driver: str | None) -> str:
+    return (driver or "").split(".")[0]
+
+
+class Observations:
+    """The store's observed facts of one command, indexed once by (GPU name, driver branch) and (compute capability,
+    driver branch): the one reading of "observed on this class" that `explain`, `explain --pool` and `advise --pool` share
+    (`on`). A cell that could not be tested, is pending, or is a prediction stored beside a sweep is no fact."""
+
+    def __init__(self, rows: list[dict]):
+        self.by_gpu: dict[tuple[str, str], list[dict]] = {}
+        self.by_cc: dict[tuple[str, str], list[dict]] = {}
+        for row in rows:
+            if row["code"] in ("PENDING", UNTESTED) or not row.get("observed"):
+                continue
+            branch = _branch(row.get("driver"))
+            self.by_gpu.setdefault((row["gpu"], branch), []).append(row)
+            if row.get("cc"):
+                self.by_cc.setdefault((row["cc"], branch), []).append(row)
+
+    def on(self, gpu: str | None, cc: str | None, driver: str | None, also: str | None = None) -> list[dict]:
+        """The facts of a GPU class: cells of that very GPU (its name as reported, or `also`, the knowledge's name for it),
+        or, for a class known only by its compute capability, of that capability; on the class's driver branch (any
+        where the class's driver or the cell's is not known)."""
+        index, names = (self.by_gpu, [n for n in dict.fromkeys((gpu, also)) if n]) if (gpu or also) else (self.by_cc, [cc] if cc else [])
+        found: list[dict] = []
+        for name in names:
+            if driver:
+                found += index.get((name, _branch(driver)), []) + index.get((name, ""), [])
+            else:
+                found += [r for (n, _b), rows in index.items() if n == name for r in rows]
+        return found
+
+
+def matching(rows: list[dict] | Observations, framework: str, release: str, variant: str | None, python: str | None,
+             gpu: str | None, cc: str | None, driver: str | None, build_named: bool = True, also: str | None = None) -> list[dict]:
+    """The observed verdicts of this build on this GPU class and driver branch (Observations.on): those of the asked Python
+    first, newest first. A cell answers for the build it is (stored_build): torch's default as the release's default
+    label, never another build (cu126 asked is not cu130 stored). A cell whose build was not recorded answers only a
+    question that left the build open (`build_named` False: `jax==0.11.2`, not `jax[cuda12]==0.11.2`). Cells of another
+    Python are kept for decide() to mention, never to decide. A verified cell (run here, or imported under a key this
+    site trusts) comes before an unverified one, however new: a bundle nobody vouches for never outranks the site's own
+    observation."""
+    index = rows if isinstance(rows, Observations) else Observations(rows)
     wanted = _same_build(framework, _base(release), release.split("+", 1)[1] if "+" in release else variant)
     found = []
-    for row in rows:
-        if row["framework"] != framework or row["code"] in ("PENDING", UNTESTED) or not row.get("observed"):
-            continue
-        if _base(row["version"]) != _base(release):
+    for row in index.on(gpu, cc, driver, also):
+        if row["framework"] != framework or _base(row["version"]) != _base(release):
             continue
         build = row["build"] if "build" in row else stored_build(framework, row["version"], row["variant"], None)[0]
         if build is None:
@@ -218,14 +251,8 @@ def matching(rows: list[dict], framework: str, release: str, variant: str | None
                 continue
         elif wanted is not None and _same_build(framework, _base(release), build) != wanted:
             continue
-        if gpu and row["gpu"] != gpu and not (cc and row["cc"] == cc):
-            continue
-        if not gpu and cc and row["cc"] != cc:
-            continue
-        if driver and row.get("driver") and row["driver"].split(".")[0] != driver.split(".")[0]:
-            continue
         found.append({**row, "asked_variant": variant, "same_python": python is None or _same_python(str(row["python"]), python)})
-    return sorted(found, key=lambda r: (r["same_python"], r.get("verified", True), r.get("created_at") or 0, r["cell"]), reverse=True)
+    return sorted(found, key=lambda r: (r["same_python"], r.get("verified", True), r.get("created_at") or 0, r.get("cell") or 0), reverse=True)
 
 
 def _same_python(stored: str, asked: str) -> bool:

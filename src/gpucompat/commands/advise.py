@@ -1,9 +1,11 @@
 """`gpucompat advise`: the newest stacks that work for a GPU and driver, or for every class of a site (`--pool`),
-with install commands or an environment.yml (`--format conda`)."""
+with install commands or an environment.yml (`--format conda`); for a site, the paragraph its documentation carries
+(`--pool ... --format md|html`)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -21,11 +23,13 @@ def advise(
     driver: Optional[str] = typer.Option(None, help="NVIDIA driver version, e.g. 535.104.05 (default: this machine's)."),
     python: Optional[str] = typer.Option(None, help="Python version X.Y."),
     pool: Optional[str] = typer.Option(None, "--pool", help="Advise for every GPU class of a site: slurm, htcondor, kubernetes (discovered "
-                                       "as a sweep does) or a plan file's targets: the newest release that runs on all, and per class."),
+                                       "as a sweep does) or a plan file's targets: the fewest install lines that give each class its newest "
+                                       "release, on the plan's Pythons, and per class."),
     db: Optional[str] = DbOption,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     explain_left_out: bool = typer.Option(False, "--explain", help="Also list the candidates left out, each with why."),
-    fmt: str = typer.Option("table", "--format", help="table (pip commands), or conda: an environment.yml for the first stack advised."),
+    fmt: str = typer.Option("table", "--format", help="table (pip commands); conda: an environment.yml for the first stack advised; "
+                                                    "with --pool, md or html: the site's paragraph to paste into its documentation."),
 ):
     """The newest stacks that work for a GPU and driver, observed first, predicted second, with install commands."""
     from ..answers.advise import advise_for
@@ -33,12 +37,14 @@ def advise(
     from ..report.rows import display_row
     from ..store import Store
 
-    if fmt not in ("table", "conda"):
-        raise UserError(f"--format {fmt[:20]!r}: write table or conda.")
+    if fmt not in ("table", "conda", "md", "html"):
+        raise UserError(f"--format {fmt[:20]!r}: write table, conda, or (with --pool) md or html.")
     if bool(name) == bool(framework) and name != framework:
         raise UserError("give the framework once: advise torch, or advise --framework torch.")
     if pool is not None:
         return advise_pool(name or framework, pool, gpu, cc, driver, python, db, json_out, fmt)
+    if fmt in ("md", "html"):
+        raise UserError(f"--format {fmt} writes a site's paragraph: give it with --pool.")
     asked = read_advice(name or framework, gpu, cc, driver, python)  # read once; the store is asked only after
     result = advise_for(asked, [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=asked.framework)])
     if fmt == "conda":
@@ -70,24 +76,34 @@ def advise_conda(result: dict, python: str | None) -> None:
 
 def advise_pool(name: str | None, pool: str, gpu: str | None, cc: str | None, driver: str | None, python: str | None,
                 db: str | None, json_out: bool, fmt: str) -> None:
-    """advise --pool: the pool's classes as explain --pool reads them, then the store, then the answer."""
+    """advise --pool: the pool's classes read once as explain --pool reads them, then the store, then the answer on
+    --python or each Python the plan lists."""
     from ..answers.advise_pool import advise_pool as answer
-    from ..answers.asked import pool_targets, read_python
+    from ..answers.asked import NEWEST, read_pool, read_python
     from ..answers.questions import framework_name
     from ..report.rows import display_row
     from ..store import Store
 
     if gpu or cc:
         raise UserError("--pool advises for the pool's own GPU classes: give it without --gpu or --cc.")
-    if fmt != "table":
+    if fmt == "conda":
         raise UserError("--format conda writes one environment for one GPU: give it without --pool.")
     framework, _variant, notes = framework_name(name)
     python, python_from, python_notes = read_python(python, elsewhere=True)
-    executor, targets, origin = pool_targets(pool)
+    site = read_pool(pool, driver, python)
+    if python_from == NEWEST and site.plan_pythons:
+        python_from = "the plan"
+        python_notes = [f"Python {', '.join(site.plan_pythons)}: the Pythons {Path(pool).name} lists, each answered "
+                        "(give --python X.Y for another)"]
     rows = [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=framework)]
-    result = answer(framework, executor, targets, origin, driver, python, python_from, tuple(notes + python_notes), rows)
+    result = answer(framework, site, python_from, tuple(notes + python_notes), rows)
     if json_out:
         print_json(result)
+        return
+    if fmt in ("md", "html"):
+        from ..report.answers import advise_pool_paragraph
+
+        sys.stdout.write(advise_pool_paragraph(result, fmt))
         return
     from ..report.answers import advise_pool_view
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 import re
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 DATA = Path(__file__).with_name("data")
@@ -166,9 +166,15 @@ def lookup(name: str) -> dict | None:
     or 'pci_gpus.csv' (pci.ids device name, CC through its chip)."""
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         return None
+    found = _lookup(name)
+    return dict(found) if found is not None else None
+
+
+@lru_cache(maxsize=4096)  # the tables do not change while a process runs; a pool asks for the same few names many times
+def _lookup(name: str) -> dict | None:
     if (device := pci_id(name)) is not None:  # a PCI ID ('10de:2783'): the name the drivers or pci.ids give it
         spelled = device_names(device) or [n for n, ids in _pci_ids_by_name().items() if device in ids]
-        return lookup(spelled[0]) if spelled else None
+        return _lookup(spelled[0]) if spelled else None
     row = curated(name)
     if row is not None:
         return {**row, "name": _precise(name, row["name"]), "matched": "gpus.csv"}
@@ -331,6 +337,15 @@ def device_ids(name: str | None) -> list[str]:
     the name begins ('H100 SXM5' -> the four H100 SXM5 boards). [] where nothing matches."""
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         return []
+    return list(_device_ids(name))
+
+
+@lru_cache(maxsize=4096)  # a pool's nearest yes asks whether a driver drives its GPU thousands of times for a few names
+def _device_ids(name: str) -> tuple[str, ...]:
+    return tuple(_find_device_ids(name))
+
+
+def _find_device_ids(name: str) -> list[str]:
     if (device := pci_id(name)) is not None:
         return [device]
     readme, pci_names = _driver_devices()[2], _pci_ids_by_name()

@@ -230,7 +230,7 @@ def pool_view(result: dict, wide: bool = False) -> list:
         columns.append(Col("observed", "Observed", [Text(c["observed_summary"] or "-", style=CODE_STYLE.get((c["observed"] or [{}])[0].get("code", ""), ""))
                                                     for c in classes], "words"))
     table = FitTable(escape(f"GPU classes of {result['pool']}"), columns, POOL_STEPS, wide)
-    out: list = [*_notes(result.get("notes", [])), head, table, *class_nearest_view(classes)]
+    out: list = [*_notes(result.get("notes", [])), head, table, *class_nearest_view(classes, result.get("python"))]
     if result.get("install"):  # the classes that pass run the stack this command installs
         out += [Text("Install (on the classes that pass):"), WholeLine(result["install"]["pip"])]
     requests = [c for c in classes if c["request"]]
@@ -246,21 +246,17 @@ def pool_view(result: dict, wide: bool = False) -> list:
     return out
 
 
-def class_nearest_view(classes: list[dict]) -> list:
-    """For each class the stack does not run on, its nearest yes: the smallest change first, with its install command."""
-    out: list = []
+def class_nearest_view(classes: list[dict], python: str | None = None) -> list:
+    """For each class the stack does not run on, every nearest yes its answer holds (stacks, another Python, driver changes),
+    the smallest change first; classes of one GPU and driver share one list."""
+    groups: dict[tuple, tuple[dict, list[str]]] = {}
     for c in classes:
-        stacks = [n for n in c.get("nearest") or [] if n.get("install")]
-        if not stacks:
-            continue
-        if not out:
-            out.append(Text("Nearest yes for the classes it does not run on (the smallest change first):"))
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(overflow="fold")
-        first = stacks[0]
-        needs = f" (conditional: it needs {first['needs']['text']})" if first.get("needs") else ""
-        grid.add_row(Text(f"{c['name'] or 'CC ' + str(c['cc'])}, driver {c['driver']}: {first['label']} {first['spec']}{needs}"))
-        out += [Padding(grid, (0, 0, 0, 2)), WholeLine(first["install"]["pip"])]
+        if c.get("nearest"):
+            groups.setdefault((c["name"], c["cc"], c["driver"]), (c, []))[1].append(c["name"] or f"CC {c['cc']}")
+    out: list = []
+    for c, labels in groups.values():
+        shown = labels[0] if len(labels) == 1 else f"{labels[0]} ({len(labels)} classes)"
+        out += nearest_view(c["nearest"], f"{shown}, driver {c['driver']}", python)
     return out
 
 
@@ -278,48 +274,121 @@ def advise_view(result: dict, left_out: bool = False) -> list:
     return out
 
 
-def advise_pool_view(result: dict) -> list:
-    """`advise --pool`: the release for the whole site (or the one that runs on most classes), then per class the newest
-    observed and predicted, each with its install line and the scheduler request that selects the class."""
-    site, classes, framework = result["site"], result["classes"], result["framework"]
-    out: list = [*_notes(result["notes"]), Text(f"{framework} for the {len(classes)} GPU class{'es' if len(classes) != 1 else ''} of {result['origin']}")]
-    if site is None:
-        out.append(Text(f"No {framework} release the knowledge holds is predicted to run on any class of the pool."))
+def _spec(framework: str, line: dict) -> str:
+    return f"{framework}=={line['version']}" + (f" ({line['variant']})" if line["variant"] not in ("default", "") else "")
+
+
+def _classes_text(labels: list[str], limit: int = 12) -> str:
+    """Class names, each once with how many classes carry it; past `limit` names, how many more."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    names = [f"{n} (x{k})" if k > 1 else n for n, k in counts.items()]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def site_sentences(result: dict, answer: dict) -> dict:
+    """What advise --pool says of the site on one Python, as plain sentences every format prints: the headline, one
+    sentence per install line, what holds the site back and which driver change would give one install for all."""
+    framework, lines = result["framework"], answer["lines"]
+    on = f" on Python {answer['python']}" if answer["python"] else ""
+    if not lines:
+        head = f"No {framework} release the knowledge holds is predicted to run on any class of the site{on}."
+    elif answer["one_install"]:
+        head = f"One install serves every class{on}: {_spec(framework, lines[0])}, the newest release that runs on each."
     else:
-        spec = f"{framework}=={site['version']}" + (f" ({site['variant']})" if site["variant"] not in ("default", "") else "")
-        seen = f"; observed on {', '.join(site['observed_on'])}" if site["observed_on"] else "; predicted, not observed"
-        python = f", Python {site['python']}" if site.get("python") else ""
-        if site["everywhere"]:
-            needs = f", where the system has {site['needs']['text']}" if site.get("needs") else ""
-            out.append(Text.assemble("For the whole site: ", (spec, VERDICT_STYLE[site["verdict"]]), f" runs on every class{needs}{python}{seen}"))
+        head = (f"No single install gives every class its newest release{on}: {len(lines)} install line"
+                f"{'s' if len(lines) != 1 else ''}, each the newest release that runs on its classes.")
+    per_line = []
+    for line in lines:
+        needs = f", where the system has {line['needs']['text']}" if line.get("needs") else ""
+        python = f", Python {line['python']}" if line.get("python") and not answer["python"] else ""
+        seen = f"; observed on {_classes_text(line['observed_on'])}" if line["observed_on"] else "; predicted, not observed"
+        per_line.append({"spec": _spec(framework, line), "verdict": line["verdict"],
+                         "text": f"for {_classes_text(line['classes'])}{needs}{python}{seen}", "install": line["install"]})
+    held = []
+    for h in answer["held_back"]:
+        if h["driver_change"]:
+            clean = f" ({h['clean_driver']} or newer without CUDA minor-version compatibility)" if h.get("clean_driver") else ""
+            held.append(f"{_classes_text(h['classes'])}, driver {h['driver']}: driver {h['driver_change']} or newer{clean} would run "
+                        f"{_spec(framework, lines[0])} (an administrator's change)")
         else:
-            out.append(Text.assemble("No release runs on every class. The most classes: ", (spec, "yellow"),
-                                     f" runs on {len(site['runs_on'])} of {len(classes)} ({', '.join(site['runs_on'])}), not on "
-                                     f"{', '.join(site['left_out'])}{python}{seen}"))
-        out.append(WholeLine(site["install"]))
-    out.append(Text("Per class (observed first, predicted second):"))
-    for c in classes:
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(overflow="fold")
-        head = f"{c['name'] or 'CC ' + str(c['cc'])} (CC {c['cc']}), driver {c['driver']}" + (
-            "" if c["driver_from"] == "its own" else f" ({c['driver_from']})") + f", {c['count']} GPU(s)"
-        grid.add_row(Text(head))
-        lines: list = [Padding(grid, (0, 0, 0, 2))]
-        for label, item in (("observed", c["observed"]), ("predicted", c["predicted"])):
-            if item and item.get("install"):
-                where = f" (sweep {item['sweep']})" if item.get("sweep") else ""
-                lines += [Padding(Text(f"{label}: {framework}=={item['version']} {item['variant']}{where}"), (0, 0, 0, 4)),
-                          WholeLine(item["install"], 6)]
-        if c["empty"]:
-            lines.append(Padding(Text(c["empty"]), (0, 0, 0, 4)))
-        if c["request"] and (c["observed"] or c["predicted"]):
-            lines.append(Padding(Text("select it with:"), (0, 0, 0, 4)))
-            lines += [WholeLine(line, 6) for line in c["request"].splitlines()]
-        out += lines
+            held.append(f"{_classes_text(h['classes'])}, driver {h['driver']}: no driver the knowledge names makes "
+                        f"{_spec(framework, lines[0])} run there")
+    summary = ""
+    if held:
+        summary = ("The driver changes below would give one install for all: " if answer["driver_change_gives_one_install"] else
+                   "No driver change alone gives one install for all; ") + f"these classes hold the site back from {_spec(framework, lines[0])}:"
+    return {"head": head, "lines": per_line, "held_summary": summary, "held": held}
+
+
+def advise_pool_view(result: dict) -> list:
+    """`advise --pool`: on each Python, the site's install lines (each class its newest release, classes that share it on
+    one line), what holds the site back and the driver changes that would give one install; then per class its advice,
+    its nearest yes (a driver change included) and the scheduler request that selects it."""
+    framework, answers = result["framework"], result["answers"]
+    classes = answers[0]["classes"] if answers else []
+    out: list = [*_notes(result["notes"]), Text(f"{framework} for the {len(classes)} GPU class{'es' if len(classes) != 1 else ''} of {result['origin']}")]
+    for answer in answers:
+        said = site_sentences(result, answer)
+        out.append(Text(said["head"]))
+        for line in said["lines"]:
+            out += [Padding(Text.assemble((line["spec"], VERDICT_STYLE[line["verdict"]]), f" {line['text']}"), (0, 0, 0, 2)),
+                    WholeLine(line["install"])]
+        if said["held"]:
+            out.append(Text(said["held_summary"]))
+            out += [Padding(Text(h), (0, 0, 0, 2)) for h in said["held"]]
+        on = f" on Python {answer['python']}" if answer["python"] else ""
+        out.append(Text(f"Per class{on} (observed first, predicted second):"))
+        for c in answer["classes"]:
+            head = f"{c['name'] or 'CC ' + str(c['cc'])} (CC {c['cc']}), driver {c['driver']}" + (
+                "" if c["driver_from"] == "its own" else f" ({c['driver_from']})") + f", {c['count']} GPU(s)"
+            lines: list = [Padding(Text(head), (0, 0, 0, 2))]
+            for label, item in (("observed", c["observed"]), ("predicted", c["predicted"])):
+                if item and item.get("install"):
+                    where = f" (sweep {item['sweep']})" if item.get("sweep") else ""
+                    lines += [Padding(Text(f"{label}: {framework}=={item['version']} {item['variant']}{where}"), (0, 0, 0, 4)),
+                              WholeLine(item["install"], 6)]
+            if c["empty"]:
+                lines.append(Padding(Text(c["empty"]), (0, 0, 0, 4)))
+            if c["request"] and (c["observed"] or c["predicted"]):
+                lines.append(Padding(Text("select it with:"), (0, 0, 0, 4)))
+                lines += [WholeLine(line, 6) for line in c["request"].splitlines()]
+            out += lines
     for u in result["unjudged"]:
         out.append(Text(f"  {u['name'] or '?'}: not judged, {u['why']}"))
     out.append(Text(result["note"], style="dim"))
     return out
+
+
+def advise_pool_paragraph(result: dict, fmt: str) -> str:
+    """advise --pool --format md|html: the paragraph a facilitator pastes into the site's documentation (every value
+    escaped for HTML; Markdown keeps install lines in code spans)."""
+    from html import escape as html_escape
+
+    classes = result["answers"][0]["classes"] if result["answers"] else []
+    title = f"{result['framework']} on the {len(classes)} GPU classes of {result['origin']}"
+    out: list[str] = []
+    for answer in result["answers"]:
+        said = site_sentences(result, answer)
+        if fmt == "html":
+            items = "".join(f"<li>{html_escape(line['spec'])} {html_escape(line['text'])}:<br><code>{html_escape(line['install'])}</code></li>"
+                            for line in said["lines"])
+            held = ("<p>" + html_escape(said["held_summary"]) + "</p><ul>" + "".join(f"<li>{html_escape(h)}</li>" for h in said["held"]) + "</ul>"
+                    if said["held"] else "")
+            out.append(f"<p>{html_escape(said['head'])}</p>" + (f"<ul>{items}</ul>" if items else "") + held)
+        else:
+            items = "".join(f"- {_md(line['spec'])} {_md(line['text'])}:  \n  `{line['install'].replace('`', '')}`\n" for line in said["lines"])
+            held = (f"\n{_md(said['held_summary'])}\n\n" + "".join(f"- {_md(h)}\n" for h in said["held"])) if said["held"] else ""
+            out.append(f"{_md(said['head'])}\n\n{items}{held}")
+    if fmt == "html":
+        return f"<section class=\"gpucompat-advice\"><h3>{html_escape(title)}</h3>{''.join(out)}<p><small>{html_escape(result['note'])}</small></p></section>\n"
+    return f"### {_md(title)}\n\n" + "\n".join(out) + f"\n_{_md(result['note'])}_\n"
+
+
+def _md(text: str) -> str:
+    """Markdown's own characters in a value written as text, escaped."""
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in text)
 
 
 def view(result: dict, full_sources: bool = False, wide: bool = False) -> list:
