@@ -22,6 +22,7 @@ from test_postgres import postgres_url  # noqa: F401  (its PostgreSQL server, fo
 from gpucompat import signing
 from gpucompat.bundle import SCHEMA
 from gpucompat.store import SCHEMA_VERSION, Store
+from gpucompat.sweep_refs import resolve
 
 EVIDENCE = REPO / "docs" / "evidence"
 BENCH_DB = EVIDENCE / "bench-h100" / "bench.db"  # schema 4: bench figures, probe JSON with the GPU's state
@@ -285,7 +286,7 @@ def test_source_filters_results_and_the_report(tmp_path, exported):
     store = Store(into, readonly=True)
     assert {r["source"] for r in store.result_rows(None)} == {"local", "h100-lab"}
     assert {r["source"] for r in store.result_rows(None, "imported")} == {"h100-lab"}
-    assert store.sweep_ref("latest") == 1 and run_cli("diff", "latest", "latest", "--db", into, "--json").returncode == 0
+    assert resolve(store, "latest") == 1 and run_cli("diff", "latest", "latest", "--db", into, "--json").returncode == 0
 
 
 def test_an_older_store_is_upgraded_and_a_newer_one_refused(tmp_path, exported):

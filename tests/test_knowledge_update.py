@@ -314,6 +314,8 @@ def test_nothing_new_says_how_current_the_tables_are(env, tmp_path):
     held = ", ".join(f"{r['framework']} {r['release']}" for r in rows)
     assert result["current"] == f"nothing new on the wheelhouse {empty} past the tables: they hold {held} (checked {rows[0]['checked']})"
     assert "torch 2." in held
+    said = run_cli("knowledge", "update", "--wheelhouse", str(empty), env=env, check=0).stdout
+    assert result["current"] in said.splitlines()
 
 
 def test_bad_inputs_are_one_sentence(env, tmp_path):

@@ -89,7 +89,7 @@ def test_diff_and_history_after_a_driver_change(tmp_path):
     rows = json.loads(run_cli("history", "cuda-runtime==12.4", "--cc", "9.0", "--db", url, "--json", check=0).stdout)
     assert [(r["sweep"], r["code"]) for r in rows] == [(1, "PASS"), (2, "DRIVER_TOO_OLD")]
     bad = run_cli("diff", "latest~7", "latest", "--db", url)
-    assert bad.returncode == 2 and "only 2 sweep(s)" in bad.stderr
+    assert bad.returncode == 2 and "plan 'quarterly' has 2 sweeps run here" in bad.stderr and "latest~7 does not exist" in bad.stderr
 
 
 def test_advise_observed_first_then_predicted(tmp_path):

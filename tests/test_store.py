@@ -75,20 +75,22 @@ def test_foreign_database_and_bad_urls(tmp_path):
 
 
 def test_latest_counts_sweeps_only_and_a_check_is_addressed_by_id(tmp_path):
+    from gpucompat.sweep_refs import resolve
+
     store = Store(f"sqlite:///{tmp_path / 'l.db'}")
     assert sample(store, "check") == 1
     assert store.latest_sweep_id() == 1  # no sweep yet: `results` right after a `check` shows the check
-    with pytest.raises(UserError, match="only 0 sweep"):
-        store.sweep_ref("latest")
+    with pytest.raises(UserError, match="no sweep run here is stored"):
+        resolve(store, "latest")
     assert [sample(store, kind) for kind in ("sweep", "check", "sweep", "check")] == [2, 3, 4, 5]
     assert store.latest_sweep_id() == 4
-    assert (store.sweep_ref("latest"), store.sweep_ref("latest~1"), store.sweep_ref(" 5 ")) == (4, 2, 5)
-    with pytest.raises(UserError, match=r"'latest~2': only 2 sweep\(s\)"):
-        store.sweep_ref("latest~2")
+    assert (resolve(store, "latest"), resolve(store, "latest~1"), resolve(store, " 5 ")) == (4, 2, 5)
+    with pytest.raises(UserError, match=r"plan 's' has 2 sweeps run here in .*, so latest~2 does not exist"):
+        resolve(store, "latest~2")
     with pytest.raises(UserError, match="there is no sweep 9"):
-        store.sweep_ref("9")
+        resolve(store, "9")
     with pytest.raises(UserError, match="not a sweep"):
-        store.sweep_ref("newest")
+        resolve(store, "newest")
 
 
 def test_a_password_in_the_url_is_never_shown(tmp_path):

@@ -1,6 +1,8 @@
 """Sweep references that cannot drift (issue 39 section 4): PLAN@latest~N, a bare latest of one plan, --plan,
 in one real SQLite store holding two plans' sweeps."""
 
+import json
+
 import pytest
 
 from gpucompat import sweep_refs
@@ -95,3 +97,77 @@ def test_a_store_with_only_a_check_says_how_to_address_it(tmp_path):
         sweep_refs.resolve(store, "latest")
     with pytest.raises(UserError, match="no sweep of plan 'check'"):
         sweep_refs.resolve(store, "check@latest")
+
+
+# -- the command line: diff, results and report on one store of two plans ------------------------------------------
+
+def test_diff_compares_one_plan_s_sweeps_however_another_plan_is_run_between(tmp_path):
+    from conftest import run_cli
+
+    url = f"sqlite:///{tmp_path / 'routine.db'}"
+    store = Store(url)
+    stored(store, "site", code="PASS")
+    stored(store, "site", code="DRIVER_TOO_OLD")  # this quarter: broken
+    stored(store, "quick", code="PASS")  # someone runs another plan into the store afterwards
+    for refs in (["site@latest~1", "site@latest"], ["latest~1", "latest", "--plan", "site"]):
+        proc = run_cli("diff", *refs, "--db", url, "--json")
+        assert proc.returncode == 1, proc.stderr  # the routine's alert still fires
+        assert (json.loads(proc.stdout)["before"], json.loads(proc.stdout)["after"]) == (1, 2)
+    # bare: the newest sweep's plan (quick), which has one sweep: said, exit 2, never site's sweep 2 against quick's 3
+    proc = run_cli("diff", "latest~1", "latest", "--db", url)
+    assert proc.returncode == 2 and "plan 'quick' has 1 sweep run here" in proc.stderr and "latest~1 does not exist" in proc.stderr
+    proc = run_cli("diff", "nightly@latest~1", "nightly@latest", "--db", url)
+    assert proc.returncode == 2 and "no sweep of plan 'nightly'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_results_and_report_take_a_plan(tmp_path):
+    from conftest import run_cli
+
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    store = Store(url)
+    stored(store, "site")
+    stored(store, "quick")
+    assert json.loads(run_cli("results", "--plan", "site", "--db", url, "--json", check=0).stdout)["sweep"]["id"] == 1
+    assert json.loads(run_cli("results", "--sweep", "quick@latest", "--db", url, "--json", check=0).stdout)["sweep"]["id"] == 2
+    assert json.loads(run_cli("results", "--db", url, "--json", check=0).stdout)["sweep"]["id"] == 2  # as before: the newest
+    assert [s["id"] for s in json.loads(run_cli("results", "--list", "--plan", "site", "--db", url, "--json", check=0).stdout)] == [1]
+    assert "Plan" in run_cli("results", "--list", "--db", url, env={"COLUMNS": "200"}, check=0).stdout
+    html = tmp_path / "site.html"
+    assert "(sweep 1)" in run_cli("report", "--plan", "site", "-o", str(html), "--db", url, check=0).stderr
+    proc = run_cli("report", "--sweep", "site@latest~1", "-o", str(html), "--db", url)
+    assert proc.returncode == 2 and "plan 'site' has 1 sweep run here" in proc.stderr
+
+
+def test_history_names_the_attempts_that_could_not_be_tested(tmp_path):
+    from conftest import run_cli
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    store = Store(url)
+    stored(store, "site", code="PASS")  # another GPU's cell does not count
+    resolved = [ResolvedStack(Stack("torch", "2.4.1", "default", "3.12", "uv"), True, cuda_runtime="12.1")]
+    sweep = store.create_sweep("site", "sweep", "", None, {}, [Target("NVIDIA A100-SXM4-80GB", "8.0", "550.54.14", count=1)], resolved,
+                               lambda r, t: PREDICTED)
+    for cell in store.cells_of(sweep):
+        store.record_result(cell.id, Outcome("UNTESTED", "device", "2 other processes computed on the GPU", {"cause": "gpu-busy"}), None)
+    text = run_cli("history", "torch==2.4.1", "--gpu", "NVIDIA A100-SXM4-80GB", "--db", url, env={"COLUMNS": "300"}, check=0).stdout
+    assert text.startswith("no stored verdict for torch==2.4.1 on NVIDIA A100-SXM4-80GB: 1 attempt was made but could not be tested: "
+                           f"sweep {sweep} on "), text
+    assert "gpu-busy (2 other processes computed on the GPU)" in text and "gpucompat sweep --resume ID" in text
+    assert run_cli("history", "torch==2.4.1", "--cc", "9.0", "--db", url, check=0).stdout.strip() == \
+        "no stored verdict for torch==2.4.1 on compute capability 9.0"
+
+
+def test_the_routine_s_plans_are_plans_and_its_alerts_name_their_plan():
+    """docs/routine.md: each plan it shows is one `sweep` reads, and each diff it runs names a plan on both sides."""
+    import re
+
+    from conftest import REPO
+    from gpucompat.plan import parse_plan
+
+    text = (REPO / "docs" / "routine.md").read_text(encoding="utf-8")
+    assert [parse_plan(block, "routine.md").name for block in re.findall(r"```toml\n(.*?)```", text, re.DOTALL)] == ["site", "site-k8s"]
+    diffs = re.findall(r"gpucompat diff (\S+) (\S+)", text)
+    assert len(diffs) >= 4
+    for before, after in diffs:
+        refs = [sweep_refs.parse(ref.strip('"`')) for ref in (before, after)]
+        assert all(r.plan is not None for r in refs) and refs[0].plan == refs[1].plan and (refs[0].back, refs[1].back) == (1, 0), (before, after)

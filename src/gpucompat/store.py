@@ -493,24 +493,6 @@ class Store:
         with self._read() as conn:
             return conn.execute(newest).scalar()
 
-    def sweep_ref(self, ref: str) -> int:
-        """A sweep id, 'latest', or 'latest~N' (the Nth sweep before the latest) -> its id.
-
-        latest and latest~N count sweeps of kind "sweep" run here only; a check or an imported sweep is addressed by its id.
-        """
-        text = ref.strip()
-        if re.fullmatch(r"[0-9]{1,18}", text, re.ASCII):
-            self.sweep(int(text))  # a clear error if there is no such sweep
-            return int(text)
-        if re.fullmatch(r"latest(~[0-9]{1,6})?", text, re.ASCII):
-            with self._read() as conn:
-                ids = list(conn.execute(sa.select(sweeps.c.id).where(sweeps.c.kind == "sweep", sweeps.c.source_id.is_(None)).order_by(sweeps.c.id.desc())).scalars())
-            back = int(text[7:]) if "~" in text else 0
-            if back >= len(ids):
-                raise UserError(f"{ref!r}: only {len(ids)} sweep(s) are stored in {self.shown} (checks count only by their id).")
-            return ids[back]
-        raise UserError(f"{ref[:40]!r} is not a sweep: give an id, 'latest' or 'latest~N'.")
-
     def cells_of(self, sweep_id: int, pending_only: bool = False) -> list[Cell]:
         query = (
             sa.select(cells.c.id, cells.c.stack_id, cells.c.target_id, stacks, targets.c.data.label("target_data"))

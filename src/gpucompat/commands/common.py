@@ -19,7 +19,7 @@ import typer
 from ..errors import UserError
 from .console import LazyConsole, escape, out_width, print_json
 
-__all__ = ["EXIT_BROKEN", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_UNTESTED", "EXIT_USAGE", "chosen_sweep", "err", "escape",
+__all__ = ["EXIT_BROKEN", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_UNTESTED", "EXIT_USAGE", "err", "escape",
            "guarded", "interrupted_says", "out", "print_json", "say"]
 
 out = LazyConsole(width=out_width)
@@ -63,13 +63,3 @@ def interrupted_says(sentence: str):
     except KeyboardInterrupt:
         err.print(escape(sentence), highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-
-
-def chosen_sweep(store, sweep_id: int | None, source: str | None) -> int:
-    """--sweep ID, else the newest sweep (of --source, if given); a sweep that is not of --source is refused."""
-    if sweep_id is None:
-        return store.latest_sweep_id(source)
-    store.sweep(sweep_id)  # a clear error if there is no such sweep
-    if source is not None and sweep_id not in {s["id"] for s in store.list_sweeps(source)}:
-        raise UserError(f"sweep {sweep_id} is not from the source {source!r}; `gpucompat results --list` shows each sweep's source.")
-    return sweep_id

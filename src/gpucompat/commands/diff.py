@@ -7,26 +7,32 @@ from typing import Optional
 import typer
 
 from .common import EXIT_BROKEN, escape, guarded, out, print_json
-from .options import DbOption
+from .options import SWEEP_REF_HELP, DbOption, PlanOption
 from .printing import bench_rows
 
 
 def diff(
-    before: str = typer.Argument(..., help="A sweep id, 'latest' or 'latest~N'."),
-    after: str = typer.Argument(..., help="A sweep id, 'latest' or 'latest~N'."),
+    before: str = typer.Argument(..., help=SWEEP_REF_HELP),
+    after: str = typer.Argument(..., help=SWEEP_REF_HELP),
+    plan: Optional[str] = PlanOption,
     db: Optional[str] = DbOption,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     fail_on_slowdown: bool = typer.Option(False, "--fail-on-slowdown", help="Also exit 1 when a bench figure got slower beyond noise "
                                           "(never for a pair measured while another process computed, or where nobody can say)."),
 ):
     """Cells newly broken, newly working, changed, added and removed between two sweeps, and bench figures that
-    moved beyond noise. Exit 1 if any cell newly broke (or, with --fail-on-slowdown, a figure got slower)."""
+    moved beyond noise. Exit 1 if any cell newly broke (or, with --fail-on-slowdown, a figure got slower).
+
+    `diff site@latest~1 site@latest` compares the plan site's last two sweeps, whatever other plans ran into the store
+    since; a bare latest or latest~N means --plan's plan, else the one the other argument names, else the newest sweep's;
+    a plan without that many sweeps is exit 2."""
     from ..analysis import diff as compute_diff
     from ..report.rows import display_row
     from ..store import Store
+    from ..sweep_refs import resolve_all
 
     store = Store(db, readonly=True)
-    a, b = store.sweep_ref(before), store.sweep_ref(after)
+    a, b = resolve_all(store, [before, after], plan)
     changes = compute_diff([display_row(r) for r in store.result_rows(a)], [display_row(r) for r in store.result_rows(b)])
     from ..report.bench import compare, compare_table, counted_slowdowns
 

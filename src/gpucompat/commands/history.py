@@ -30,14 +30,16 @@ def history(
     want_cc = cc or (tables.gpu(gpu) or {}).get("cc")
     from ..answers.pool import observed_cells  # the query `explain --pool` shows per class
 
-    rows = observed_cells([display_row(r) for r in Store(db, readonly=True).result_rows(None)], framework, version, gpu, want_cc)
+    stored = [display_row(r) for r in Store(db, readonly=True).result_rows(None)]
+    rows = observed_cells(stored, framework, version, gpu, want_cc)
     if json_out:
         print_json(rows)
         return
-    from ..report.terminal import history_table
+    from ..report.terminal import history_table, no_verdict_text, untested_attempts
 
-    if not rows:
-        out.print(f"no stored verdict for {escape(spec)} on {escape(gpu or 'compute capability ' + cc)}")
+    if not rows:  # and the attempts that could not be tested, each with its cause, sweep and day
+        asked = f"{spec} on {gpu or 'compute capability ' + cc}"
+        out.print(escape(no_verdict_text(asked, untested_attempts(stored, framework, version, gpu, cc))), highlight=False, soft_wrap=True)
         return
     out.print(history_table(rows, escape(f"{spec} on {gpu or 'compute capability ' + cc}")))
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from .common import err, guarded, out, print_json
+from .common import err, escape, guarded, out, print_json
 
 
 def summary_table(result: dict):
@@ -124,6 +124,8 @@ def register(app: typer.Typer) -> None:
                   f"{result['bytes_fetched']:,} bytes of wheels and {result['index_bytes']:,} of index pages fetched"
                   + ("" if result.get("range_requests", True) else "; the index ignores range requests, so kernels were inferred")
                   + f". Overlay rows: {rows} ({result['overlay']}).", highlight=False, soft_wrap=True)
+        if result.get("current"):  # nothing new: how current the tables answering are
+            out.print(escape(result["current"]), highlight=False, soft_wrap=True)
         for sentence in result.get("not_learned", []):
             out.print(f"not learned: {sentence}", highlight=False, soft_wrap=True)
         for sentence in result.get("refused", []):

@@ -11,6 +11,9 @@ import typer
 DB_HELP = "Database URL (default: sqlite under $XDG_DATA_HOME/gpucompat, or $GPUCOMPAT_DB)."
 SITE_HELP = "This site's name in the bundle (default: $GPUCOMPAT_SITE, or site = \"...\" in ~/.config/gpucompat/config.toml)."
 SOURCE_HELP = "Only the sweeps of one source: local (run here), imported (from any bundle), or a site's name."
+PLAN_HELP = ("A plan: its name as `gpucompat results --list` shows it (the plan file's name = \"...\"), or the plan file itself. "
+             "What a bare latest or latest~N means, and which sweep is shown by default: the newest of this plan.")
+SWEEP_REF_HELP = "A sweep: its id, PLAN@latest or PLAN@latest~N (the Nth before that plan's newest), latest or latest~N (of --plan, else of the newest sweep's plan)."
 WIDE_HELP = "Show every column of the tables, however wide (default: fit the terminal, dropping low-value columns first)."
 
 
@@ -25,3 +28,6 @@ DbOption = db_option()
 SiteOption = typer.Option(None, "--site", help=SITE_HELP)
 SourceOption = typer.Option(None, "--source", help=SOURCE_HELP)
 WideOption = typer.Option(False, "--wide", help=WIDE_HELP)
+# a plan's sweeps (sweep_refs.py): --plan NAME or --plan PLAN.toml; with --sweep, a reference (SWEEP_REF_HELP) instead of an id
+PlanOption = typer.Option(None, "--plan", help=PLAN_HELP)
+SweepRefOption = typer.Option(None, "--sweep", help=SWEEP_REF_HELP + " Default: the newest sweep.")

@@ -9,13 +9,14 @@ from typing import Optional
 import typer
 
 from ..errors import UserError
-from .common import chosen_sweep, err, escape, guarded
-from .options import DbOption, SourceOption
+from .common import err, escape, guarded
+from .options import DbOption, PlanOption, SourceOption, SweepRefOption
 from .printing import bench_rows, mig_reference
 
 
 def report(
-    sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
+    sweep_ref: Optional[str] = SweepRefOption,
+    plan: Optional[str] = PlanOption,
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
     db: Optional[str] = DbOption,
     # a directory, not options.SiteOption (this site's name in a bundle)
@@ -28,13 +29,16 @@ def report(
     """One self-contained HTML report of a sweep: surprises first, a matrix per framework, evidence a click away."""
     from ..report.html import render
     from ..store import Store
+    from ..sweep_refs import chosen
 
     if pool is not None and site is None:
         raise UserError("--pool names the site's GPU classes for --site DIR; give it with --site.")
+    if site is not None and (sweep_ref is not None or plan is not None):
+        raise UserError("--site DIR publishes every stack's newest results; --sweep and --plan choose the one sweep of an HTML report: give one or the other.")
     store = Store(db, readonly=True)
     if site is not None:
         return write_site(store, site, source, pool)
-    sweep_id = chosen_sweep(store, sweep_id, source)
+    sweep_id = chosen(store, sweep_ref, plan, source)
     from ..bench import with_shown_version
 
     rows = bench_rows(store, sweep_id)

@@ -6,13 +6,15 @@ from typing import Optional
 
 import typer
 
-from .common import chosen_sweep, escape, guarded, out, print_json
-from .options import DbOption, SourceOption, WideOption
+from ..errors import UserError
+from .common import escape, guarded, out, print_json
+from .options import DbOption, PlanOption, SourceOption, SweepRefOption, WideOption
 from .printing import print_bench, print_results
 
 
 def results(
-    sweep_id: Optional[int] = typer.Option(None, "--sweep", help="Sweep ID (default: the latest)."),
+    sweep_ref: Optional[str] = SweepRefOption,
+    plan: Optional[str] = PlanOption,
     fmt: str = typer.Option("table", "--format", help="table, csv, json, md, junit, or prometheus (a node-exporter textfile: docs/monitoring.md)."),
     cells: bool = typer.Option(False, "--cells", help="One row per cell (GPU, driver, Python, duration) instead of lines grouped by framework, version and CC."),
     list_sweeps: bool = typer.Option(False, "--list", help="List the stored sweeps instead."),
@@ -27,31 +29,36 @@ def results(
     from rich.table import Table
 
     from ..store import Store
+    from ..sweep_refs import chosen, sweeps_of_plan
 
     store = Store(db, readonly=True)
     if list_sweeps:
-        sweeps = store.list_sweeps(source)
+        if sweep_ref is not None:
+            raise UserError("--list lists the stored sweeps; leave out --sweep, or --list to see that sweep.")
+        sweeps = store.list_sweeps(source) if plan is None else sweeps_of_plan(store, plan, source)
         if json_out or fmt == "json":
             print_json(sweeps)
             return
-        table = Table("ID", "Name", "Kind", "Status", "Cells", "Done", "Passed", "Untested", "Source")
+        table = Table("ID", "Plan", "Kind", "Status", "Cells", "Done", "Passed", "Untested", "Source")
         for s in sweeps:
             table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0),
                           str(s["untested"] or 0), escape(s["source"] + ("" if s.get("verified", True) else " (UNVERIFIED)")))
         out.print(table)
         return
+    picked = sweep_ref is not None or plan is not None
     if bench:
         # by default the newest sweep or check that has figures (`check --bench` stores a check, not a sweep)
-        chosen = sweep_id if sweep_id is not None else (store.latest_bench_sweep_id() or store.latest_sweep_id())
-        print_bench(store, chosen, "json" if json_out else fmt, wide, defaulted=sweep_id is None)
+        shown = chosen(store, sweep_ref, plan, source) if picked else (store.latest_bench_sweep_id() or store.latest_sweep_id())
+        print_bench(store, shown, "json" if json_out else fmt, wide, defaulted=not picked)
         return
     if surprises:  # observation against the rules, the whole store (or one sweep): what to report upstream
         from ..report.rows import display_row, is_surprise
         from ..report.terminal import surprises_view
 
+        sweep_id = chosen(store, sweep_ref, plan, source) if picked else None  # a sweep's, where one is named; else every sweep's
         rows = [r for r in map(display_row, store.result_rows(sweep_id, source=source)) if r["observed"] and is_surprise(r)]
         return print_json(rows) if json_out or fmt == "json" else out.print(surprises_view(rows, wide), crop=False)
-    sweep_id = chosen_sweep(store, sweep_id, source)
+    sweep_id = chosen(store, sweep_ref, plan, source)
     print_results(store, sweep_id, "json" if json_out else fmt, per_cell=cells, wide=wide)
 
 

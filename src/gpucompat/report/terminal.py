@@ -492,6 +492,34 @@ def history_table(rows: list[dict], title: str) -> Table:
     return table
 
 
+def untested_attempts(rows: list[dict], framework: str, version: str | None, gpu: str | None, cc: str | None) -> list[dict]:
+    """`history`'s cells of the stack on the class (its GPU by name, or the knowledge's name for it; else its compute
+    capability) that could not be tested: no verdict, but attempts a person should hear of, oldest first."""
+    from ..knowledge import tables
+
+    names = {n for n in (gpu, (tables.gpu(gpu) or {}).get("name")) if n} if gpu else set()
+    return [r for r in rows if r["code"] == "UNTESTED" and r["framework"] == framework
+            and (version is None or r["version"] == version or r["version"].split("+")[0] == version)
+            and (r["gpu"] in names if gpu else r["cc"] == cc)]
+
+
+def no_verdict_text(asked: str, attempts: list[dict], shown: int = 5) -> str:
+    """`history` with no stored verdict: one sentence, naming the attempts that could not be tested (cause, sweep, when)."""
+    import datetime
+
+    if not attempts:
+        return f"no stored verdict for {asked}"
+    named = []
+    for row in attempts[-shown:][::-1]:  # the newest first
+        when = datetime.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M") if row.get("created_at") else "?"
+        named.append(f"sweep {row['sweep']} on {when}, {row['cause'] or 'cause unknown'}"
+                     + (f" ({row['reason'][:120]})" if row.get("reason") else ""))
+    more = f"; and {len(attempts) - shown} older" if len(attempts) > shown else ""
+    count = f"{len(attempts)} attempt" + (" was" if len(attempts) == 1 else "s were")
+    return (f"no stored verdict for {asked}: {count} made but could not be tested: " + "; ".join(named) + more
+            + "; `gpucompat sweep --resume ID` tries a sweep's again")
+
+
 def untested_table(rows: list[dict], wide: bool = False) -> FitTable:
     """The cells that could not be tested: no verdict, so apart from the valid and invalid ones."""
     return FitTable(f"Could not test ({len(rows)}): no verdict; `gpucompat sweep --resume ID` tries them again",
