@@ -108,3 +108,35 @@ def test_a_passing_cell_runs_nothing_more(tmp_path):
 def test_turned_off_the_job_is_judged_as_before(tmp_path):
     proc, facts, outcome = run(tmp_path, stand_in(tmp_path), {"FAKE_CUPY_MODE": "wrong-blas", "GPUCOMPAT_CLEAN_RERUN": "0"})
     assert "clean_run" not in facts and outcome.code == "COMPUTE_WRONG"
+
+
+def test_through_a_real_slurm_cluster_the_submitting_shells_variable_is_named(tmp_path, tmp_path_factory, isolated):
+    """sbatch hands the job the submitting shell's environment: the re-run finds the variable there too, on each class."""
+    from conftest import run_cli, write
+    from test_slurm import start_cluster
+
+    clusters = start_cluster(tmp_path_factory)
+    cluster = next(clusters)
+    try:
+        modules = stand_in(tmp_path)
+        plan = write(tmp_path / "plan.toml", """
+name = "module-site"
+executor = "slurm"
+targets = "discover"
+[timeouts]
+pending = "2m"
+cell = "3m"
+[[stacks]]
+framework = "cupy"
+env = "current"
+""")
+        env = {**cluster, "PYTHONPATH": str(modules), "FAKE_CUPY_MODE": "wrong-blas", "GPUCOMPAT_CLEAN_RERUN": "1"}
+        run_cli("sweep", str(plan), env=env, check=4, timeout=400)
+        data = json.loads(run_cli("results", "--json", "--cells", check=0).stdout)
+        cells = data["untested"]
+        assert len(cells) == 2 and not data["invalid"], data
+        for cell in cells:
+            assert (cell["code"], cell["cause"], cell["stage"]) == ("UNTESTED", "env-fault", "compute"), cell
+            assert "inherited FAKE_CUPY_MODE made the difference" in cell["reason"], cell["reason"]
+    finally:
+        next(clusters, None)
