@@ -444,7 +444,8 @@ def _module_missing(framework: str, evidence: dict) -> bool:
 def shown_version(row: dict) -> str:
     """The stack's version as a person reads it: a `current` env learns it only from its probe."""
     if row["version"] == "installed":
-        return row.get("probe_version") or ("not known (the probe did not run)" if row.get("env") == "container" else "not installed")
+        never_ran = row.get("env") == "container" or row.get("stage") == "schedule"  # no probe: nothing was looked at
+        return row.get("probe_version") or ("not known (the probe did not run)" if never_ran else "not installed")
     return row["version"]
 
 
