@@ -84,10 +84,10 @@ def test_a_plan_past_max_cells_is_refused_before_anything_is_written(isolated):
 def test_a_dry_run_says_its_size_first_and_ships_the_probe_once(isolated):
     plan = write(isolated / "plan.toml", slurm_plan(3))
     out = isolated / "out"
-    proc = run_cli("sweep", str(plan), "--dry-run", "--out", str(out), check=0)
+    proc = run_cli("sweep", str(plan), "--dry-run", "--out", str(out), "--list-files", check=0)
     said = " ".join(proc.stderr.split())
     assert "6 cells (2 stacks × 3 GPU classes): about 0.4 MB of job files with one probe.pyz for the sweep" in said
-    assert said.index("6 cells") < said.index(f"dry run: {len(proc.stdout.split())} files under")  # said before anything is written
+    assert said.index("6 cells") < said.index(f"{len(proc.stdout.split())} files written under")  # said before anything is written
     probes = sorted(out.rglob("probe.pyz"))
     assert probes == [out / "probe.pyz"], "the probe is copied once per sweep, not once per cell"
     scripts = sorted(out.glob("cell-*/run.sh"))
@@ -147,10 +147,10 @@ def test_dry_run_out_must_be_a_new_or_empty_directory_unless_forced(isolated):
     sentence(run_cli("sweep", str(plan), "--dry-run", "--out", str(out)), "is not empty (1 entry); choose a new or empty directory, "
                                                                           "or add --force to write over it")
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
-    forced = run_cli("sweep", str(plan), "--dry-run", "--out", str(out), "--force", check=0)
+    forced = run_cli("sweep", str(plan), "--dry-run", "--out", str(out), "--force", "--list-files", check=0)
     listed = forced.stdout.split()
     assert str(out / "notes.txt") not in listed and (out / "notes.txt").read_text() == "mine"
-    assert f"dry run: {len(listed)} files under" in forced.stderr and len(listed) == 6  # array, 2 x (job.json, run.sh), probe
+    assert f"{len(listed)} files written under" in forced.stderr and len(listed) == 6  # array, 2 x (job.json, run.sh), probe
 
 
 # -- one gpucompat per sweep, and Ctrl-C ----------------------------------------------------------------------
@@ -315,7 +315,7 @@ def test_a_plan_with_a_byte_order_mark_is_read(isolated):
     plan = isolated / "plan.toml"
     plan.write_bytes(b"\xef\xbb\xbf" + slurm_plan(1).encode())  # as Windows editors save UTF-8
     proc = run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "out"), check=0)
-    assert "dry run: 6 files under" in proc.stderr
+    assert "6 files written under" in proc.stderr
 
 
 # -- results --bench finds what was measured -----------------------------------------------------------

@@ -193,7 +193,7 @@ def test_a_dry_run_says_what_was_decided_before_any_job_and_what_would_be_submit
 
     options = pipeline.RunOptions(skip_predicted_failures=skip)
     out = isolated / "out"
-    summary = pipeline.preview(parse_plan(PREVIEW_PLAN), PREVIEW_PLAN, options, out, pipeline.Progress())
+    summary = pipeline.dry_run(parse_plan(PREVIEW_PLAN), PREVIEW_PLAN, options, out, pipeline.Progress())
     # torch 2.4.1 has no wheel for Python 3.13: decided at resolve, no job; CUDA 13.0 needs a newer driver than 535
     assert (summary.cells, summary.shape) == (3, "3 stacks × 1 GPU class")
     assert summary.decided_at_resolve == {"ENV_UNRESOLVABLE": 1} and summary.resolve_examples["ENV_UNRESOLVABLE"].startswith("torch")
@@ -220,7 +220,25 @@ def test_a_dry_run_previews_build_first(isolated):
     from gpucompat.plan import parse_plan
 
     text = PREVIEW_PLAN.replace("max_running = 2", "build_first = true")
-    summary = pipeline.preview(parse_plan(text), text, pipeline.RunOptions(), isolated / "out", pipeline.Progress())
+    summary = pipeline.dry_run(parse_plan(text), text, pipeline.RunOptions(), isolated / "out", pipeline.Progress())
     assert summary.submissions == ("1 job array (one per GPU class and request); first a CPU array building 2 environments, "
                                    "the GPU arrays after it (--dependency=afterok, [slurm] build_first)")
     assert len(list((isolated / "out" / "build").glob("*/build.sh"))) == 2
+
+
+def test_the_dry_run_command_prints_a_few_lines_and_the_paths_only_when_asked(isolated):
+    plan = write(isolated / "plan.toml", PREVIEW_PLAN)
+    out = isolated / "out"
+    proc = run_cli("sweep", str(plan), "--dry-run", "--out", str(out), "--skip-predicted-failures", check=0)
+    said = proc.stderr.splitlines()
+    assert proc.stdout == "" and not any(str(out / "cell-") in line for line in said)  # no path unless --list-files
+    assert "dry run (slurm): 3 cells (3 stacks × 1 GPU class)" in said
+    assert "  1 predicted to fail, skipped (--skip-predicted-failures): DRIVER_TOO_OLD 1" in said
+    assert any(line.startswith("  1 GPU job the real run would submit: 1 job array") for line in said)
+    listed = run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "listed"), "--list-files", check=0).stdout.splitlines()
+    assert sorted(listed) == sorted(str(p) for p in (isolated / "listed").rglob("*") if p.is_file()) and len(listed) == 10  # array, probe, 2 x 4
+    data = json.loads(run_cli("sweep", str(plan), "--dry-run", "--out", str(isolated / "json"), "--json", check=0).stdout)
+    assert (data["cells"], data["gpu_jobs"], data["decided_at_resolve"], data["predicted_to_fail"]) == (3, 2, {"ENV_UNRESOLVABLE": 1}, 1)
+    assert data["files"] is None and data["file_count"] == 10  # the paths only with --list-files
+    refused = run_cli("sweep", str(plan), "--list-files")
+    assert refused.returncode == 2 and "--list-files lists the files a dry run writes; add --dry-run --out DIR." in refused.stderr

@@ -431,12 +431,7 @@ class DryRun:
         return asdict(self)
 
 
-def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress, force: bool = False) -> list[Path]:
-    """The files a dry run wrote (preview's), for the command line until it prints preview's summary."""
-    return [Path(path) for path in preview(spec, plan_text, options, out, progress, force).files]
-
-
-def preview(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress, force: bool = False) -> DryRun:
+def dry_run(spec: SweepSpec, plan_text: str, options: RunOptions, out: Path, progress: Progress, force: bool = False) -> DryRun:
     """Everything a real run would submit, written under `out` (new or empty, unless `force`); nothing is submitted
     or stored. The cells a real run decides before any job (decided_before_jobs) get no files here either. The
     summary's files are those this run wrote, never others that were there."""

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import UserError
-from .common import EXIT_UNTESTED, err, escape, guarded, interrupted_says, out
+from .common import EXIT_UNTESTED, err, escape, guarded, interrupted_says, print_json, say
 from .options import DbOption, WideOption
 from .printing import run_and_report
 
@@ -26,8 +26,9 @@ def sweep(
     dry_run: bool = typer.Option(False, "--dry-run", help="Write every file a real run would submit into --out, submit nothing."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for --dry-run: new or empty."),
     force: bool = typer.Option(False, "--force", help="With --dry-run: write into an --out directory that already holds files."),
+    list_files: bool = typer.Option(False, "--list-files", help="With --dry-run: also print the path of every file written, one a line (in --json: its files)."),
     db: Optional[str] = DbOption,
-    json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+    json_out: bool = typer.Option(False, "--json", help="Print the results (with --dry-run: its summary) as JSON on stdout."),
     wide: bool = WideOption,
 ):
     """Run a sweep: every stack of the plan on every target, each cell to a verdict."""
@@ -36,6 +37,8 @@ def sweep(
     from ..report.terminal import RichProgress
     from ..store import Store
 
+    if list_files and not dry_run:
+        raise UserError("--list-files lists the files a dry run writes; add --dry-run --out DIR.")
     if resume is not None:
         if plan is not None:
             raise UserError("give either a plan file or --resume ID, not both.")
@@ -69,10 +72,14 @@ def sweep(
                 raise UserError("--dry-run needs --out DIR for the files a real run would submit.")
             with interrupted_says(f"interrupted; a dry run stores nothing, and the files under {out_dir} are incomplete"):
                 with RichProgress(err.real()) as progress:
-                    files = pipeline.dry_run(spec, text, options, out_dir, progress, force)
-            for path in files:
-                out.print(escape(str(path)), highlight=False)
-            err.print(f"dry run: {len(files)} files under {escape(str(out_dir))}; nothing was submitted or stored")
+                    summary = pipeline.dry_run(spec, text, options, out_dir, progress, force)
+            if json_out:
+                print_json({**summary.as_dict(), "files": summary.files if list_files else None, "file_count": len(summary.files)})
+                return
+            for line in summary.lines():  # a few lines, on stderr with the progress; stdout holds only the paths asked for
+                err.print(escape(line), highlight=False, soft_wrap=True)
+            for path in summary.files if list_files else ():
+                say(path)
             return
         stacks = pipeline.plan_stacks(spec, options)
         store = Store(db)  # only now: every value is checked before a store is created or migrated
