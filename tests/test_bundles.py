@@ -93,7 +93,8 @@ def test_export_then_import_into_an_empty_store_reads_the_same(tmp_path, exporte
     for bundle, name in ((kept, "kept.db"), (redacted, "redacted.db")):
         into = f"sqlite:///{tmp_path / name}"
         out = run_cli("import", str(bundle), "--db", into, check=0).stdout
-        assert "imported 2 sweep(s), 10 cells, from the site 'h100-lab'" in out and "sweep 1 (was 1 at h100-lab), 2 (was 2 at h100-lab)" in out
+        assert "imported 2 sweep(s), 10 cells, from the site 'h100-lab'" in out
+        assert "\n  sweep 1 (was 1 at h100-lab): stored verified, 5 cells" in out and "\n  sweep 2 (was 2 at h100-lab): stored verified" in out
         for sweep in (1, 2):
             before, after = _results(db, sweep), _results(into, sweep)
             if bundle is kept:

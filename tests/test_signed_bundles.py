@@ -23,6 +23,7 @@ import pytest
 from conftest import REPO, run_cli
 from gpucompat import signing
 from gpucompat.answers.observed import decide, matching
+from gpucompat.store import SCHEMA_VERSION
 
 EVIDENCE = REPO / "docs" / "evidence"
 BENCH_DB = EVIDENCE / "bench-h100" / "bench.db"  # 2 sweeps, 10 cells on an H100, driver 580.159.04
@@ -124,7 +125,8 @@ def test_a_signed_bundle_imports_verified_on_a_store_that_trusts_its_key(tmp_pat
     assert not into.exists()
     run_cli("trust", "add", "lab-a", str(_public(tmp_path, "lab-a")), env=sites["here"], check=0)
     out = run_cli("import", str(bundle), "--db", f"sqlite:///{into}", env=sites["here"], check=0).stdout
-    assert f"signed with the key {fingerprint}, trusted as 'lab-a': verified" in out and "imported 2 sweep(s), 10 cells" in out
+    assert f"signed with the key {fingerprint}, trusted as 'lab-a')" in out and "imported 2 sweep(s), 10 cells" in out
+    assert out.count(f"stored verified, 5 cells: signed with the key {fingerprint}, trusted as 'lab-a', the site it comes from") == 2
     with sqlite3.connect(into) as conn:
         stored = conn.execute("SELECT site, signer, verified, data FROM sources ORDER BY id").fetchall()
     assert [(s, k, v) for s, k, v, _ in stored] == [("lab-a", fingerprint, 1)] * 2
@@ -137,7 +139,7 @@ def test_a_signed_bundle_imports_verified_on_a_store_that_trusts_its_key(tmp_pat
     assert [(s["source"], s["verified"], s["signer"]) for s in listed] == [("lab-a", True, fingerprint)] * 2
     # the site's own key is trusted as itself: lab-a imports its own bundle verified
     own = run_cli("import", str(bundle), "--db", f"sqlite:///{tmp_path / 'own.db'}", env=sites["lab-a"], check=0).stdout
-    assert f"signed with this site's own key {fingerprint}: verified" in own
+    assert f"stored verified, 5 cells: signed with this site's own key {fingerprint}" in own
 
 
 def test_an_edited_bundle_signed_again_with_another_key_is_refused_unless_untrusted(tmp_path, sites, monkeypatch):
@@ -153,7 +155,8 @@ def test_an_edited_bundle_signed_again_with_another_key_is_refused_unless_untrus
              f"is signed by the key {forger}, which this site does not trust", "trust add", "--untrusted")
     assert _dump(into) == before
     out = run_cli("import", str(forged), "--untrusted", "--db", f"sqlite:///{into}", env=sites["here"], check=0).stdout
-    assert f"signed with the key {forger}, not trusted here: UNVERIFIED (--untrusted)" in out
+    assert f"signed with the key {forger}, not trusted here (--untrusted)" in out
+    assert out.count(f"stored UNVERIFIED, 5 cells: signed with the key {forger}, which this site does not trust (--untrusted)") == 2
     imported = [s["id"] for s in json.loads(run_cli("results", "--db", f"sqlite:///{into}", "--list", "--json", "--source", "lab-a",
                                                     check=0).stdout)]
     rows = [r for sweep in imported for r in _rows(into, "--sweep", str(sweep))]
@@ -163,13 +166,14 @@ def test_an_edited_bundle_signed_again_with_another_key_is_refused_unless_untrus
     assert local and all(r["verified"] is True and r["signer"] is None for r in local)  # this site's own sweeps stay its own
     with sqlite3.connect(into) as conn:
         assert conn.execute("SELECT DISTINCT signer, verified FROM sources").fetchall() == [(forger, 0)]
-    # lab-a's genuine bundle: the edited sweep's digest differs, so the genuine one comes in beside it, verified; the sweep the
-    # forger left as it was has the same digest, is held already, and keeps its mark (what was imported is never rewritten)
+    # lab-a's genuine bundle: the edited sweep's identity differs, so the genuine one comes in beside it, verified; the sweep
+    # the forger left as it was has the same identity, is held already, and this verified copy makes it verified
     again = run_cli("import", str(bundle), "--db", f"sqlite:///{into}", env=sites["here"], check=0).stdout
-    assert "imported 1 sweep(s), 5 cells" in again and "1 already held" in again and "trusted as 'lab-a': verified" in again
+    assert "imported 1 sweep(s), 5 cells" in again and "1 already held" in again and "stored verified, 5 cells" in again
+    assert "held unverified, replaced by this verified copy: now verified" in again
     with sqlite3.connect(into) as conn:
-        assert conn.execute("SELECT signer, verified FROM sources ORDER BY id").fetchall() == [(forger, 0), (forger, 0),
-                                                                                               (_fingerprint(tmp_path, "lab-a"), 1)]
+        assert sorted(conn.execute("SELECT signer, verified FROM sources").fetchall()) == sorted(
+            [(forger, 0), (_fingerprint(tmp_path, "lab-a"), 1), (_fingerprint(tmp_path, "lab-a"), 1)])
 
 
 def test_a_bundle_edited_and_rehashed_without_the_key_is_refused_always(tmp_path, sites):
@@ -215,7 +219,8 @@ def test_an_unsigned_bundle_imports_only_with_untrusted_and_every_view_marks_it(
     _refused(run_cli("import", str(bundle), "--db", db, env=sites["here"]),
              "is not signed, so nothing says which site wrote it: import it with --untrusted to keep its sweeps marked unverified")
     assert not into.exists()
-    assert "unsigned: UNVERIFIED (--untrusted)" in run_cli("import", str(bundle), "--untrusted", "--db", db, env=sites["here"], check=0).stdout
+    assert "stored UNVERIFIED, 5 cells: unsigned (--untrusted)" in run_cli("import", str(bundle), "--untrusted", "--db", db, env=sites["here"],
+                                                                          check=0).stdout
     # results: --json, the table, CSV and Markdown
     rows = _rows(into, "--sweep", "2")
     assert rows and all(r["verified"] is False and r["signer"] is None and r["source"] == "lab-a" for r in rows)
@@ -232,7 +237,7 @@ def test_an_unsigned_bundle_imports_only_with_untrusted_and_every_view_marks_it(
     # explain's observed rows: the observation still answers, and says it is unverified
     answer = json.loads(run_cli(*TORCH, "--db", db, "--json", check=0).stdout)
     assert answer["source"] == "observed" and answer["observed"]["verified"] is False and answer["observed"]["site"] == "lab-a"
-    assert "at lab-a (UNVERIFIED: imported without a signature from a key this site trusts)" in answer["decided_by"]
+    assert "at lab-a (UNVERIFIED: imported without a signature from a key this site trusts as that site's own)" in answer["decided_by"]
     assert "UNVERIFIED" in run_cli(*TORCH, "--db", db, env={"COLUMNS": "200"}, check=0).stdout
     # advise: its observed entries
     advice = json.loads(run_cli("advise", "torch", "--gpu", "NVIDIA H100 80GB HBM3", "--driver", "580.159.04", "--python", "3.12",
@@ -387,11 +392,15 @@ def test_a_bundle_nested_200000_deep_is_refused_in_one_sentence(tmp_path, sites,
 
 
 def test_an_older_store_keeps_its_imported_sweeps_as_unverified(tmp_path, sites):
-    """A store of schema 5 (sources without signer and verified) is upgraded; what it imported before signatures is unverified."""
+    """A store of schema 5 (sources without signer and verified) is upgraded; what it imported before signatures is unverified,
+    until a verified copy of it is imported again."""
     bundle = _export(tmp_path, sites["lab-a"], "lab-a.gpucompat.gz")
     into = tmp_path / "old.db"
     run_cli("import", str(bundle), "--db", f"sqlite:///{into}", env=sites["lab-a"], check=0)  # verified: lab-a's own key
     with sqlite3.connect(into) as conn:  # as schema 5 had it
+        conn.execute("DROP INDEX ix_sources_identity")
+        conn.execute("ALTER TABLE sources DROP COLUMN identity")
+        conn.execute("DROP TABLE sweep_vouchers")
         conn.execute("ALTER TABLE sources DROP COLUMN signer")
         conn.execute("ALTER TABLE sources DROP COLUMN verified")
         conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
@@ -399,10 +408,14 @@ def test_an_older_store_keeps_its_imported_sweeps_as_unverified(tmp_path, sites)
     listed = json.loads(run_cli("results", "--db", f"sqlite:///{into}", "--list", "--json", check=0).stdout)
     assert [(s["source"], s["verified"]) for s in listed] == [("lab-a", False)] * 2 and _dump(into) == before  # read in memory
     assert all(r["verified"] is False for r in _rows(into, "--sweep", "1"))
-    run_cli("import", str(bundle), "--db", f"sqlite:///{into}", env=sites["lab-a"], check=0)  # a writer upgrades it (nothing new)
+    upgraded = run_cli("import", str(bundle), "--db", f"sqlite:///{into}", env=sites["lab-a"], check=0).stdout  # a writer upgrades it
+    assert upgraded.count("held unverified, replaced by this verified copy: now verified") == 2  # the same sweeps, signed by lab-a itself
     with sqlite3.connect(into) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("6",)
-        assert conn.execute("SELECT signer, verified FROM sources").fetchall() == [(None, 0), (None, 0)]
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        fingerprint = _fingerprint(tmp_path, "lab-a")
+        assert conn.execute("SELECT signer, verified FROM sources").fetchall() == [(fingerprint, 1), (fingerprint, 1)]
+        assert conn.execute("SELECT sweep_id, site, signer, verified FROM sweep_vouchers ORDER BY id").fetchall() == [
+            (1, "lab-a", None, 0), (2, "lab-a", None, 0), (1, "lab-a", fingerprint, 1), (2, "lab-a", fingerprint, 1)]
 
 
 def test_json_too_deep_tells_depth_without_parsing():

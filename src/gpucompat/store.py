@@ -26,8 +26,8 @@ from .bench import missing as bench_missing
 from .errors import UserError
 from .paths import data_dir, default_url, open_user_file, sqlite_readonly  # noqa: F401 (the store's defaults, named where they live)
 from .model import Cell, Observation, Outcome, ResolvedStack, Stack, Target
-from .store_schema import (IDS, SCHEMA_VERSION, SweepIdentity, bench, cells, meta, metadata, predictions, results,  # noqa: F401 (named here too)
-                           sources, stacks, sweep_vouchers, sweeps, targets)
+from .store_schema import (SCHEMA_VERSION, bench, cells, meta, metadata, old_voucher, predictions, results,  # noqa: F401 (named here too)
+                           sources, stacks, sweep_identity, sweep_vouchers, sweeps, targets)
 
 
 def runs_dir_for(sqlite_file: Path | None, shown_url: str) -> Path:
@@ -303,7 +303,7 @@ class Store:
             held = conn.execute(sa.select(sweeps.c.id, sources.c.site, sources.c.signer, sources.c.verified, sources.c.data)
                                 .join(sources, sources.c.id == sweeps.c.source_id)).all()
             if held:
-                conn.execute(sweep_vouchers.insert(), [_old_voucher(*row) for row in held])
+                conn.execute(sweep_vouchers.insert(), [old_voucher(*row) for row in held])
         conn.execute(meta.delete().where(meta.c.key == "schema_version"))
         conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
 
@@ -594,36 +594,6 @@ class Store:
             query = query.where(cells.c.sweep_id == sweep_id)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
-
-
-def _old_voucher(sweep_id: int, site: str, signer: str | None, verified, data) -> dict:
-    """The voucher a sweep imported before schema 7 gets: its source's site, key and mark, as its provenance recorded them."""
-    data = data if isinstance(data, dict) else {}
-    signature = data.get("signature") if isinstance(data.get("signature"), dict) else {}
-    imported_at = data.get("imported_at")
-    return {"sweep_id": sweep_id, "site": site, "signer": signer, "trusted_as": signature.get("trusted_as") if signer else None,
-            "verified": bool(verified), "imported_at": float(imported_at) if isinstance(imported_at, (int, float)) else None}
-
-
-def sweep_identity(conn, sweep_id: int) -> str:
-    """A stored sweep's identity (store_schema.SweepIdentity), read from what the store holds of it: for a sweep imported
-    from a bundle, the identity the importer computed from that bundle."""
-    identity = SweepIdentity(conn.execute(sa.select(sweeps.c.kind, sweeps.c.created_at).where(sweeps.c.id == sweep_id)).mappings().one())
-    for kind, table in (("target", targets), ("stack", stacks)):
-        for row in conn.execute(sa.select(table).where(table.c.sweep_id == sweep_id)).mappings():
-            identity.part(kind, row["id"], row)
-    figures: dict[int, list] = {}
-    for row in conn.execute(sa.select(bench).join(cells, cells.c.id == bench.c.cell_id).where(cells.c.sweep_id == sweep_id)).mappings():
-        figures.setdefault(row["cell_id"], []).append(row)
-    query = (sa.select(cells.c.id, cells.c.stack_id, cells.c.target_id, *[c.label(f"r_{c.name}") for c in results.c],
-                       *[c.label(f"p_{c.name}") for c in predictions.c])
-             .select_from(cells.outerjoin(results, results.c.cell_id == cells.c.id).outerjoin(predictions, predictions.c.cell_id == cells.c.id))
-             .where(cells.c.sweep_id == sweep_id))
-    for row in conn.execute(query).mappings():
-        result = {k[2:]: v for k, v in row.items() if k.startswith("r_")} if row["r_id"] is not None else None
-        prediction = {k[2:]: v for k, v in row.items() if k.startswith("p_")} if row["p_id"] is not None else None
-        identity.cell(row["stack_id"], row["target_id"], result, prediction, figures.get(row["id"], []))
-    return identity.hexdigest()
 
 
 def result_rows_sqlite(source: str | None, framework: str | None, schema: int = SCHEMA_VERSION) -> str:

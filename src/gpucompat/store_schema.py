@@ -1,10 +1,12 @@
 """The store's tables (SQLAlchemy Core) and their schema version: what store.py reads and writes, and what
-explain's observation lookup compiles once for SQLite (answers/observed.py)."""
+explain's observation lookup compiles once for SQLite (answers/observed.py); and a sweep's identity, computed from
+its observations as a bundle carries them or as the store holds them (bundle.py's import and export)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 
 import sqlalchemy as sa
 
@@ -36,7 +38,8 @@ sweep_vouchers = sa.Table(  # each site that vouched for an imported sweep: one 
     "sweep_vouchers", metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("sweep_id", sa.Integer, sa.ForeignKey("sweeps.id"), nullable=False, index=True),
-    sa.Column("site", sa.Text, nullable=False),  # the site the bundle says exported it (its header), not the sweep's own site
+    # the site that vouched: the name this site trusts the bundle's key under, else the site its header names
+    sa.Column("site", sa.Text, nullable=False),
     sa.Column("signer", sa.String(64)),  # the fingerprint of the key that signed that bundle; None: unsigned
     sa.Column("trusted_as", sa.Text),  # the name this site trusts that key under; None: not trusted
     # True: signed by a key this site trusts under the name of the site the sweep says it comes from (a key vouches for its own
@@ -142,7 +145,7 @@ IDS = frozenset({"id", "sweep_id", "cell_id", "stack_id", "target_id", "source_i
 def _canonical(table: sa.Table, body) -> str:
     """A row's content as one JSON text: every column of table but the store's ids, as the store gives it back (a float
     column's 3 reads 3.0), keys sorted; what a bundle carries beyond the columns is never stored, so never counted."""
-    body = body if isinstance(body, dict) else {}
+    body = body if isinstance(body, Mapping) else {}
     row = {}
     for column in table.columns:
         if column.name in IDS:
@@ -165,7 +168,7 @@ class SweepIdentity:
     store's ids, nor the sweep's name, plan or options: the same observations exported by two sites are one sweep."""
 
     def __init__(self, sweep) -> None:
-        sweep = sweep if isinstance(sweep, dict) else {}
+        sweep = sweep if isinstance(sweep, Mapping) else {}
         started = sweep.get("created_at")
         self._head = json.dumps({"kind": sweep.get("kind"), "created_at": float(started) if isinstance(started, int) and
                                  not isinstance(started, bool) else started}, sort_keys=True, default=str)
@@ -186,3 +189,33 @@ class SweepIdentity:
         text = "\n".join([self._head, *sorted(self._parts["target"].values()), "", *sorted(self._parts["stack"].values()), "",
                            *sorted(self._cells)])
         return _digest("gpucompat-sweep-identity-1\n" + text)
+
+
+def old_voucher(sweep_id: int, site: str, signer: str | None, verified, data) -> dict:
+    """The voucher a sweep imported before schema 7 gets: its source's site, key and mark, as its provenance recorded them."""
+    data = data if isinstance(data, dict) else {}
+    signature = data.get("signature") if isinstance(data.get("signature"), dict) else {}
+    imported_at = data.get("imported_at")
+    return {"sweep_id": sweep_id, "site": site, "signer": signer, "trusted_as": signature.get("trusted_as") if signer else None,
+            "verified": bool(verified), "imported_at": float(imported_at) if isinstance(imported_at, (int, float)) else None}
+
+
+def sweep_identity(conn, sweep_id: int) -> str:
+    """A stored sweep's identity (store_schema.SweepIdentity), read from what the store holds of it: for a sweep imported
+    from a bundle, the identity the importer computed from that bundle."""
+    identity = SweepIdentity(conn.execute(sa.select(sweeps.c.kind, sweeps.c.created_at).where(sweeps.c.id == sweep_id)).mappings().one())
+    for kind, table in (("target", targets), ("stack", stacks)):
+        for row in conn.execute(sa.select(table).where(table.c.sweep_id == sweep_id)).mappings():
+            identity.part(kind, row["id"], row)
+    figures: dict[int, list] = {}
+    for row in conn.execute(sa.select(bench).join(cells, cells.c.id == bench.c.cell_id).where(cells.c.sweep_id == sweep_id)).mappings():
+        figures.setdefault(row["cell_id"], []).append(row)
+    query = (sa.select(cells.c.id, cells.c.stack_id, cells.c.target_id, *[c.label(f"r_{c.name}") for c in results.c],
+                       *[c.label(f"p_{c.name}") for c in predictions.c])
+             .select_from(cells.outerjoin(results, results.c.cell_id == cells.c.id).outerjoin(predictions, predictions.c.cell_id == cells.c.id))
+             .where(cells.c.sweep_id == sweep_id))
+    for row in conn.execute(query).mappings():
+        result = {k[2:]: v for k, v in row.items() if k.startswith("r_")} if row["r_id"] is not None else None
+        prediction = {k[2:]: v for k, v in row.items() if k.startswith("p_")} if row["p_id"] is not None else None
+        identity.cell(row["stack_id"], row["target_id"], result, prediction, figures.get(row["id"], []))
+    return identity.hexdigest()

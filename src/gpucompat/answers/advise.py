@@ -10,6 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..knowledge import tables
 from ..knowledge.rules import FAIL, PASS, Prediction, Reason, driver_drives_rule, driving_branch, predict_stack, wheel_pythons
+from ..model import is_verified
 from .asked import NEWEST, Asked, newest_python, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
@@ -140,7 +141,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
                          "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
                          "cuda_runtime": row.get("cuda_runtime") or None,
                          # where it was observed, and False where a bundle no key this site trusts brought it (`import --untrusted`)
-                         "site": row.get("source") or "local", "verified": row.get("verified", True),
+                         "site": row.get("source") or "local", "verified": is_verified(row),
                          # a container stack's answer is its image, where a uv stack's is a pip command
                          "install": install_command(framework, version, row["variant"]) if row["env"] == "uv"
                          else image_line(row["image"]) if row.get("image") else None,

@@ -252,7 +252,7 @@ def matching(rows: list[dict] | Observations, framework: str, release: str, vari
         elif wanted is not None and _same_build(framework, _base(release), build) != wanted:
             continue
         found.append({**row, "asked_variant": variant, "same_python": python is None or _same_python(str(row["python"]), python)})
-    return sorted(found, key=lambda r: (r["same_python"], r.get("verified", True), r.get("created_at") or 0, r.get("cell") or 0), reverse=True)
+    return sorted(found, key=lambda r: (r["same_python"], is_verified(r), r.get("created_at") or 0, r.get("cell") or 0), reverse=True)
 
 
 def _same_python(stored: str, asked: str) -> bool:
@@ -283,9 +283,9 @@ def decide(result: dict, observations: list[dict]) -> dict:
         return result
     newest = observations[0]
     when = datetime.datetime.fromtimestamp(newest["created_at"]).strftime("%Y-%m-%d") if newest.get("created_at") else "?"
-    site, verified = newest.get("source") or "local", newest.get("verified", True)
+    site, verified = newest.get("source") or "local", is_verified(newest)
     where = f"{newest['gpu']}, driver {newest.get('driver') or '?'}" + ("" if site == "local" else f", at {site}")
-    where += "" if verified else " (UNVERIFIED: imported without a signature from a key this site trusts)"
+    where += "" if verified else " (UNVERIFIED: imported without a signature from a key this site trusts as that site's own)"
     verdict = observed_verdict(newest)
     build, why = shown_build(newest, newest.get("asked_variant"))
     result.update(

@@ -19,7 +19,7 @@ def import_(
     db: Optional[str] = DbOption,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
-    """Merge a bundle into the store, with its provenance, once its signature is checked against the keys this site trusts; a sweep already there is not added again."""
+    """Merge a bundle into the store, with its provenance, once its signature is checked against the keys this site trusts: a sweep already there (the same observations, whoever exported them) is not added again, its site is kept as one more voucher, and a verified copy makes a held unverified one verified."""
     from ..bundle import merge, verify
     from ..store import Store
 
@@ -27,28 +27,10 @@ def import_(
     store = Store(db)
     result = merge(store, checked)
     if json_out:
-        print_json(result)
+        print_json(result.to_json())
         return
-    origin = f"the site {result['site']!r} (gpucompat {result['gpucompat']}, exported {result['exported_at']}, {signed(result)})"
-    if not result["added"]:
-        say(f"nothing new: the {result['known']} sweep(s) of {bundle} from {origin} are already in {store.shown}")
-        return
-    ids = ", ".join(f"{a['id']} (was {a['was']} at {a['site']})" for a in result["added"])
-    held = f"; {result['known']} already held" if result["known"] else ""
-    say(f"imported {len(result['added'])} sweep(s), {result['cells']} cells, from {origin} into {store.shown}: sweep {ids}{held}")
-
-
-def signed(result: dict) -> str:
-    """Who signed an imported bundle, and whether this site trusts that key."""
-    from ..signing import OWN
-
-    if result["verified"] and result["trusted_as"] == OWN:
-        return f"signed with this site's own key {result['signer']}: verified"
-    if result["verified"]:
-        return f"signed with the key {result['signer']}, trusted as {result['trusted_as']!r}: verified"
-    if result["signer"]:
-        return f"signed with the key {result['signer']}, not trusted here: UNVERIFIED (--untrusted)"
-    return "unsigned: UNVERIFIED (--untrusted)"
+    for line in result.lines(store.shown):  # the bundle, then each sweep: stored verified or not and why, held, vouched, upgraded
+        say(line)
 
 
 def register(app: typer.Typer) -> None:

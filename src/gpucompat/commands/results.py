@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from ..errors import UserError
+from ..model import is_verified
 from .common import escape, guarded, out, print_json
 from .options import DbOption, PlanOption, SourceOption, SweepRefOption, WideOption
 from .printing import print_bench, print_results
@@ -42,7 +43,7 @@ def results(
         table = Table("ID", "Plan", "Kind", "Status", "Cells", "Done", "Passed", "Untested", "Source")
         for s in sweeps:
             table.add_row(str(s["id"]), escape(s["name"]), s["kind"], s["status"], str(s["cells"] or 0), str(s["done"] or 0), str(s["passed"] or 0),
-                          str(s["untested"] or 0), escape(s["source"] + ("" if s.get("verified", True) else " (UNVERIFIED)")))
+                          str(s["untested"] or 0), escape(s["source"] + ("" if is_verified(s) else " (UNVERIFIED)")))
         out.print(table)
         return
     picked = sweep_ref is not None or plan is not None

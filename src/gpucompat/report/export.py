@@ -7,6 +7,7 @@ import io
 import json
 import xml.etree.ElementTree as ET
 
+from ..model import is_verified
 from .rows import Verdicts
 
 COLUMNS = ["cell", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver",
@@ -90,7 +91,7 @@ def _md_verdict(row: dict) -> str:
 
 def _md_source(row: dict) -> str:
     """Where the cell was observed: local (run here) or the site a bundle came from, UNVERIFIED where no trusted key signed it."""
-    return row["source"] + ("" if row.get("verified", True) else " (UNVERIFIED)")
+    return row["source"] + ("" if is_verified(row) else " (UNVERIFIED)")
 
 
 def _with_python(line: dict) -> str:

@@ -12,7 +12,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from ..model import Cell, Outcome
+from ..model import Cell, Outcome, is_verified
 from ..quoting import printable, printable_values
 
 CODE_STYLE = {"PASS": "green", "NO_MATCH": "yellow", "ENV_UNRESOLVABLE": "magenta", "TIMEOUT": "yellow", "INTERNAL": "red bold", "UNTESTED": "dim"}
@@ -182,7 +182,7 @@ def _failure(row: dict, stage: bool) -> Text:
     'NO_DEVICE (device, predicted)', 'NO_DEVICE (unverified)'."""
     notes = [row["stage"]] if stage and row.get("stage") else []
     notes += [] if row.get("observed", True) else ["predicted"]
-    notes += [] if row.get("verified", True) else ["unverified"]
+    notes += [] if is_verified(row) else ["unverified"]
     code = Text(row["code"], style=CODE_STYLE.get(row["code"], "red"))
     return Text.assemble(code, f" ({', '.join(notes)})") if notes else code
 
@@ -252,7 +252,7 @@ def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]
     from .rows import unverified_note
 
     if per_cell:
-        notes = [Text.assemble(("" if r.get("verified", True) else "UNVERIFIED" + ("; " if r["warnings"] else ""), "bold yellow"),
+        notes = [Text.assemble(("" if is_verified(r) else "UNVERIFIED" + ("; " if r["warnings"] else ""), "bold yellow"),
                                "; ".join(r["warnings"])) for r in valid]
         tables = [
             FitTable(f"Valid combinations ({len(valid)})", [*cell_columns(valid), Col("notes", "Notes", notes, "flex", 20, share=0)],
@@ -277,7 +277,7 @@ def results_tables(surprises: list[dict], valid: list[dict], invalid: list[dict]
     note = unverified_note(surprises + valid + invalid)
     if note:
         for table, rows in zip(tables, ([surprises] if surprises else []) + [valid, invalid]):
-            count = sum(1 for r in rows if not r.get("verified", True))
+            count = sum(1 for r in rows if not is_verified(r))
             table.title += f" — {count} UNVERIFIED" if count else ""
         tables.append(Text(note, style="bold yellow"))
     return tables
@@ -293,7 +293,7 @@ class AdviseTable:
     def _table(self, install: list[Text], kind: str) -> FitTable:
         items = self.items
         notes = [Text.assemble(  # an observation imported without a trusted signature says so first (answers.advise: verified)
-            (f"UNVERIFIED (imported from {printable(i.get('site'))}); " if not i.get("verified", True) else "", "bold yellow"),
+            (f"UNVERIFIED (imported from {printable(i.get('site'))}); " if not is_verified(i) else "", "bold yellow"),
             Text(("conditional: " if i.get("verdict") == "conditional" else "")  # it needs the system's CUDA (answers/conditions.py)
                  + ("; ".join(i["warnings"]) or (f"sweep {i['sweep']}, driver {i['driver']}" if i["source"] == "observed" else "")),
                  style="blue" if i.get("verdict") == "conditional" else "")) for i in items]
@@ -486,7 +486,7 @@ def history_table(rows: list[dict], title: str) -> Table:
     for row in rows:
         when = datetime.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M") if row.get("created_at") else ""
         # a row imported from a bundle no trusted key of its site signed says so where its verdict is
-        mark = "" if row.get("verified", True) else f"UNVERIFIED ({row.get('source') or 'imported'}): "
+        mark = "" if is_verified(row) else f"UNVERIFIED ({row.get('source') or 'imported'}): "
         table.add_row(str(row["sweep"]), when, escape(row["gpu"]), escape(row["cc"] or ""), escape(row["driver"] or ""), escape(row["cuda_runtime"] or ""),
                       code_text(row["code"]), escape(mark + row["reason"][:160]))
     return table
