@@ -66,7 +66,7 @@ class Judge:
         if key not in self.memo:
             release = release_for(self.framework, version, variant)
             seen = [r for r in matching(self.observations, self.framework, release, variant, python, c.name, c.cc, c.driver,
-                                        also=c.matched) if r["same_python"] and r.get("verified", True)]
+                                        also=c.matched) if r["same_python"] and is_verified(r)]
             if seen:
                 self.memo[key] = "observed" if seen[0]["code"] == "PASS" else None
             else:
