@@ -256,11 +256,14 @@ def test_an_unsigned_bundle_imports_only_with_untrusted_and_every_view_marks_it(
     assert "UNVERIFIED" in pooled["classes"][0]["observed_summary"]
     # report --site: each row, and each page's sources
     site = tmp_path / "site"
-    run_cli("report", "--db", db, "--site", str(site), check=0)
+    run_cli("report", "--db", db, "--site", str(site), "--pool", str(plan), check=0)  # this site's class: the H100 lab-a's sweeps ran on
     pages = {p.name: p.read_text(encoding="utf-8") for p in site.glob("*.html")}
     gpu = next(text for name, text in pages.items() if name.startswith("gpu-"))
     assert '<p class="meta sources">Sources: <span class="unverified-mark">lab-a (UNVERIFIED: unsigned)</span>, 5 cells</p>' in gpu
-    assert gpu.count('class="valid unverified"') == 5 and gpu.count('<b class="unverified-mark">UNVERIFIED</b>') == 5 + 1  # and the footer's legend
+    assert gpu.count('class="valid unverified"') == 5 and gpu.count('<b class="unverified-mark">UNVERIFIED</b>') == 5 + 2 + 1  # the rows, the
+    # two sweeps observed at lab-a (named with their vouchers), and the footer's legend
+    assert ('observed at lab-a on NVIDIA H100 80GB HBM3, driver 580.159.04, <b class="unverified-mark">UNVERIFIED</b> (sweep 1, 5 cells); '
+            'vouched for by lab-a (unverified)') in gpu
     assert all("lab-a (UNVERIFIED: unsigned)" in text for name, text in pages.items() if name.startswith("stack-"))
     # the one-sweep HTML report too
     report = tmp_path / "report.html"
