@@ -128,8 +128,8 @@ def test_a_stack_no_driver_can_save_has_no_driver_line_and_a_release_the_tables_
     ("torch==2.4", "torch==2.4.1", "read as 2.4.1"),
     ("pytorch==2.1", "torch==2.1.2", "pytorch (conda's name) read as torch"),
     ("pytorch", "torch==2.15.0", "no version given: read as 2.15.0"),
-    ("tf==2.15", "tensorflow[and-cuda]==2.15.1", "tf read as tensorflow"),
-    ("tensorflow==2.15.0", "tensorflow[and-cuda]==2.15.0", "a question that names a GPU means the GPU build (write tensorflow-cpu"),
+    ("tf==2.15", "tensorflow==2.15.1", "tf read as tensorflow"),
+    ("tensorflow==2.15.0", "tensorflow==2.15.0", "tensorflow[and-cuda]==2.15.0, the spelling that brings CUDA and cuDNN, does not install"),
     ("tensorflow-gpu==2.10", "tensorflow-gpu==2.10.1", "the GPU package of TensorFlow 1.x to 2.11"),
     ("cupy-cuda12x", "cupy-cuda12x==14.2.0", "no version given"),
     ("nvidia-cuda-runtime-cu12==12.4.127", "cuda-runtime==12.4", "version 12.4.127 of the runtime wheel is CUDA 12.4"),
@@ -618,6 +618,20 @@ def test_a_conditional_tensorflow_gets_the_nearest_self_contained_release_as_wel
     kinds = {item["kind"]: item for item in result["nearest"]}
     assert kinds["newer"]["spec"] == "tensorflow[and-cuda]==2.15.0.post1" and kinds["newer"]["verdict"] == "pass"
     assert kinds["newest"]["version"] == "2.21.0" and all(item["verdict"] == "pass" for item in result["nearest"])
+
+
+def test_plain_tensorflow_is_judged_as_typed_and_the_extra_has_a_line_of_its_own():
+    """Issue 40.3: tensorflow==2.15.0 is plain TensorFlow, conditional on the system's CUDA 12.2 and cuDNN 8.9, never
+    tensorflow[and-cuda]==2.15.0 failed because the extra cannot install; the extra's fate is a note naming 2.15.0.post1."""
+    plain = explain("tensorflow==2.15.0", "H100", None, "580.65.06", "3.11")
+    assert (plain["spec"], plain["verdict"], plain["code"], plain["needs"]["cuda"]) == ("tensorflow==2.15.0", "conditional", "NEEDS_SYSTEM_CUDA", "12.2")
+    assert not any(r["rule"] == "installs" for r in plain["reasons"])
+    extra = [n for n in plain["notes"] if n.startswith("tensorflow[and-cuda]==2.15.0,")]
+    assert len(extra) == 1 and "tensorrt-libs==8.6.1" in extra[0] and extra[0].endswith("tensorflow[and-cuda]==2.15.0.post1 installs")
+    asked_extra = explain("tensorflow[and-cuda]==2.15.0", "H100", None, "580.65.06", "3.11")
+    assert (asked_extra["verdict"], asked_extra["code"]) == ("fail", "ENV_UNRESOLVABLE")  # asked for, the extra is judged
+    resolving = explain("tensorflow==2.16.1", "H100", None, "580.65.06", "3.11")
+    assert resolving["verdict"] == "conditional" and any(n.startswith("tensorflow[and-cuda]==2.16.1 brings CUDA and cuDNN") for n in resolving["notes"])
 
 
 def test_requirements_get_a_fix_line_per_failing_package_and_for_the_set(tmp_path):

@@ -428,7 +428,7 @@ def test_tensorflow_and_cupy_releases_past_the_tables(server, env):
     assert (row["cudnn"], row["pythons"], row["sass"], row["ptx"], row["min_cc"]) == ("9.3", "3.12-3.12", "sm_75;sm_80", "compute_80", "7.5")
     cupy = next(e for e in result["learned"] if e["package"] == "cupy-cuda13x")
     assert cupy["versions"] == ["14.3.0"]
-    answer = json.loads(run_cli("explain", "tensorflow==2.22.0", "--gpu", "A100", "--driver", "580.95.05", "--python", "3.12", "--json",
+    answer = json.loads(run_cli("explain", "tensorflow[and-cuda]==2.22.0", "--gpu", "A100", "--driver", "580.95.05", "--python", "3.12", "--json",
                                 env=env, check=0).stdout)
     assert answer["verdict"] == "pass" and answer["spec"] == "tensorflow[and-cuda]==2.22.0"
     assert any(r["rule"] == "architecture" and "learned from" in r["source"] for r in answer["reasons"])

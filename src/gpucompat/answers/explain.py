@@ -9,7 +9,7 @@ from .asked import NEWEST, Asked, newest_python, python_note
 from .asked import read as read_question
 from .nearest import nearest_yes
 from .observed import decide, matching
-from .questions import Question, assumed_note, gpu_variants, release_of, spec_text
+from .questions import Question, assumed_note, extra_note, release_of, spec_text, typed_variants
 
 __all__ = ["answer", "ask", "explain", "judge"]
 
@@ -27,7 +27,7 @@ def judge(question: Question, cc: str | None, driver: str | None, python: str | 
         judged_python = python_of(question.variant)
         return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, judged_python,
                                                    gpu=gpu), judged_python
-    choices = gpu_variants(question.framework, question.version)
+    choices = typed_variants(question.framework, question.version)
 
     def predicted(variant: str, with_python: str | None):
         return predict_stack(question.framework, release_of(question.framework, question.version, variant), variant, cc, driver, with_python,
@@ -67,6 +67,9 @@ def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
     notes[len(question.notes):len(question.notes)] = assumed  # the build assumed right after how the stack was read
     if newest:  # the Python assumed for another machine, said with the build it was read for
         notes.append(python_note(judged.framework, judged.version, variant, python))
+    extra = extra_note(judged.framework, judged.version, variant, python)
+    if extra:  # plain tensorflow is judged as typed; the [and-cuda] extra's own fate is a line of its own
+        notes.append(extra)
     result = {"spec": judged.spec, "asked": question.typed, "notes": notes,
               "target": {**asked.target_view(), "python": python}, **prediction.to_dict()}
     # observation first: the store's newest cell of this stack here decides, the rules' answer stays beside it
@@ -125,7 +128,7 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
 
     variant = question.variant
     if variant is None:  # the GPU build that passes on the most classes (the first the release has, where none does)
-        choices = gpu_variants(question.framework, question.version)
+        choices = typed_variants(question.framework, question.version)
         distinct: dict[tuple, int] = {}  # classes judged once per distinct GPU, driver and kernel module
         for c in pool.classes:
             distinct[c.key] = distinct.get(c.key, 0) + 1

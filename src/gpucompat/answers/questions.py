@@ -17,7 +17,7 @@ from functools import lru_cache
 from packaging.version import Version
 
 from ..errors import UserError
-from ..knowledge import releases, tables
+from ..knowledge import installs, releases, tables
 from ..model import FRAMEWORKS
 from ..quoting import CONTROL_CHARACTERS
 
@@ -280,6 +280,31 @@ def gpu_variants(framework: str, version: str) -> list[str]:
                 if r["variant"].endswith("x") and plain is not None
                 and Version(r["first_version"]) <= plain <= Version(r["last_version"])] or ["cuda12x"]
     return ["default"]
+
+
+def typed_variants(framework: str, version: str) -> list[str]:
+    """The builds a question without an extra or index reads, in order. As gpu_variants, except that `tensorflow==X` is
+    plain TensorFlow whatever X is: from 2.14 the package as typed uses the system's CUDA and cuDNN (conditional), and it
+    is never rewritten to tensorflow[and-cuda], whose own fate is said beside it (extra_note)."""
+    if framework == "tensorflow":
+        plain = tables.version(version)
+        return ["gpu"] if plain is not None and plain < Version("2.1") else ["plain"]
+    return gpu_variants(framework, version)
+
+
+def extra_note(framework: str, version: str, variant: str, python: str | None) -> str | None:
+    """For plain tensorflow 2.14+: the line about tensorflow[and-cuda] of the same release, which brings the CUDA
+    libraries: whether its install line resolves (install_checks.csv) and, where not, the nearest spelling that does."""
+    plain = tables.version(version)
+    if framework != "tensorflow" or variant != "plain" or plain is None or plain < Version("2.14") or tables.tensorflow_build(version) is None:
+        return None
+    stuck = installs.unresolvable("tensorflow", version, "and-cuda", python)
+    extra = spec_text("tensorflow", version, "and-cuda")
+    if stuck is None:
+        return f"{extra} brings CUDA and cuDNN with it (pip's own wheels) instead of the system's"
+    for_python = f" for Python {python}" if python and stuck["resolves"] == "some" else ""
+    nearest = f"; {spec_text('tensorflow', stuck['nearest'], 'and-cuda')} installs" if stuck["nearest"] else ""
+    return f"{extra}, the spelling that brings CUDA and cuDNN, does not install{for_python} (uv: {stuck['reason']}){nearest}"
 
 
 def assumed_note(question: Question, variant: str) -> str:
