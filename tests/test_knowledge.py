@@ -33,6 +33,31 @@ def test_driver_to_newest_cuda():
     assert tables.driver_cuda("300.1") is None
 
 
+@pytest.mark.parametrize("driver, cuda", [
+    ("520.56.06", "11.8"),  # older than Table 3's 520.61.05 for 11.8, yet R520: nvidia-smi says CUDA 11.8 (issue 40.3)
+    ("550.40.07", "12.4"),  # a beta of R550, older than Table 3's 550.54.14
+    ("565.57.01", "12.7"),  # R565: no toolkit, so no Table 3 row at all
+    ("450.57", "11.0"), ("510.06", "11.6"), ("575.57.08", "12.9"),
+])
+def test_a_drivers_cuda_is_its_branchs_as_nvidia_smi_reports_it(driver, cuda):
+    row = tables.driver_cuda(driver)
+    assert row["cuda"] == cuda and row["source"]
+    assert f"driver {driver} supports CUDA {cuda}," in driver_rule(cuda, driver).text
+
+
+def test_the_branch_table_agrees_with_table_3_and_the_gpu_evidence():
+    from pathlib import Path
+    import re
+    branches = {r["branch"]: r for r in tables.table("driver_branch_cuda")}
+    assert tables.driver_cuda("384.69")["cuda"] == "8.0"  # before R410 Table 3's minimum stands: 384.69 failed CUDA 9.0 (tf-027)
+    for row in tables.table("cuda_drivers"):  # each toolkit's own driver reports at least that toolkit's CUDA
+        if int(row["toolkit_driver_min"].split(".")[0]) < 410:
+            continue
+        assert Version(branches[row["toolkit_driver_min"].split(".")[0]]["cuda"]) >= Version(row["cuda"]), row["cuda"]
+    measured = (Path(__file__).resolve().parent.parent / "docs/evidence/verdicts-h100/verdicts.txt").read_text()
+    assert set(re.findall(r"driver_cuda_version: ([0-9.]+)", measured)) == {tables.driver_cuda("580.159.04")["cuda"]}
+
+
 def test_driver_rule_each_way():
     assert driver_rule("12.1", "535.104.05").verdict == "pass"
     major = driver_rule("13.0", "535.104.05")

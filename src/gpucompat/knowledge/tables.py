@@ -53,9 +53,17 @@ def gpu(name: str) -> dict | None:
 
 @lru_cache(maxsize=1024)  # the nearest yes and a pool ask it for the same few drivers many times
 def driver_cuda(driver: str, trusted_only: bool = False) -> dict | None:
-    """The newest CUDA whose toolkit driver minimum this driver meets (the row); with
-    trusted_only, among rows whose confidence is not low."""
+    """The CUDA this driver's libcuda reports (nvidia-smi's "CUDA Version"): its branch's (driver_branch_cuda.csv), since
+    every release of a branch reports the same; a cuda_drivers row with the branch's CUDA, source and confidence. Table 3's
+    toolkit driver minimum is not the driver's own version (520.56.06 is R520, CUDA 11.8, though Table 3 lists 11.8 from
+    520.61.05); a branch the table does not hold (before R410, when a branch was not yet one CUDA release: 384.69 failed
+    CUDA 9.0, which Table 3 gives from 384.81, tools/facts/accuracy_cases_other.csv tf-027) falls back to the newest CUDA whose toolkit driver minimum this driver
+    meets. With trusted_only, rows whose confidence is low are passed over."""
     have = version(driver)
+    branch = next((r for r in table("driver_branch_cuda") if have is not None and r["branch"] == str(have.major)
+                   and not (trusted_only and r["confidence"] == "low")), None)
+    if branch is not None:
+        return {**(cuda_row(branch["cuda"]) or {}), "cuda": branch["cuda"], "confidence": branch["confidence"], "source": branch["source"]}
     eligible = [r for r in table("cuda_drivers") if have is not None and version(r["toolkit_driver_min"]) <= have
                 and not (trusted_only and r.get("confidence") == "low")]
     return max(eligible, key=lambda r: Version(r["cuda"]), default=None)
