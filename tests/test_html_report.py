@@ -34,7 +34,9 @@ def test_report_command_writes_the_file(tmp_path):
     out = tmp_path / "report.html"
     run_cli("report", "--db", f"sqlite:///{db}", "-o", str(out), check=0)
     html = out.read_text()
-    assert html.count('class="matrix"') == 5 and "11.8-13.5" in html
+    # a matrix per framework that has a verdict: tensorflow, not installed in the interpreter (stored IMPORT_FAILED before
+    # the cause not-installed existed, read as it: issue 39 item 8c), is counted apart as could not test
+    assert html.count('class="matrix"') == 4 and "11.8-13.5" in html and "not-installed" in html
     bad = run_cli("report", "--db", f"sqlite:///{db}", "-o", str(tmp_path / "no" / "such" / "dir" / "r.html"))
     assert bad.returncode == 2 and "cannot write" in bad.stderr
 
@@ -53,7 +55,7 @@ def test_matrix_renders_and_evidence_opens_in_headless_chromium(tmp_path):
         page = browser.new_page()
         page.on("request", lambda request: requests.append(request.url))
         page.goto(out.as_uri())
-        assert page.locator("table.matrix").count() == 5
+        assert page.locator("table.matrix").count() == 4  # tensorflow not installed: no matrix
         torch_cell = page.locator('table.matrix[data-framework="torch"] td.cell').first
         assert torch_cell.locator("summary").inner_text().strip() == "PASS"
         evidence = torch_cell.locator("dl.evidence")
