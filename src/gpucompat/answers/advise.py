@@ -127,6 +127,8 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
                 "note": "the driver does not drive this GPU, so no stack can use it"}
     observed, left_out, seen = [], [], set()
     for row in sorted(observed_rows, key=lambda r: _key(r["version"]), reverse=True):
+        if len(observed) >= limit:  # newest first: the older passes are never advised, so they are not judged (as predicted below)
+            break
         if row["framework"] != framework or row["code"] != "PASS" or row["cc"] != where["cc"] or (row["version"], row["variant"]) in seen:
             continue
         seen.add((row["version"], row["variant"]))

@@ -6,16 +6,19 @@ read one); else the plan every sweep run here shares (the same plan text), where
 GPU classes the sweeps run here were run on. A row imported from another site never makes a class of its own: it is an
 observation of one of these classes where it matches it, else it is listed as observed elsewhere.
 
-A row matches a class (`match`) where it is the same GPU, by the name the driver reports; a class named by a label that
-is no GPU name the knowledge knows (a Slurm type such as "a100") is matched by compute capability instead. And where
-both drivers are known, the row's must be of the class's driver branch (its major version: 580.65.06 and 580.159.04 are
-one branch), since a branch decides what a stack may run; a class whose driver is not known takes any.
+A row matches a class (`class_of`) where it is the same GPU, by the name the driver reports; a class a plan declares
+under a label that is no GPU name the knowledge knows (a Slurm type such as "a100") takes, besides, the rows of that
+compute capability whose GPU is no class of the site. A row imported from another site must also be of the class's driver
+branch (its major version: 580.65.06 and 580.159.04 are one branch; the class's driver is the plan's, else the newest a
+probe read here), since a branch decides what a stack may run; a class whose driver is not known takes any. A row run
+here is of its class on whatever driver it ran.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ..errors import UserError
 from ..model import Target
@@ -29,14 +32,28 @@ class SitePool:
     executor: str
     origin: str
 
+    @cached_property
+    def by_name(self) -> dict[str, list[Target]]:
+        found: dict[str, list[Target]] = {}
+        for target in self.targets:
+            found.setdefault(target.name, []).append(target)
+        return found
+
+    @cached_property
+    def labels(self) -> tuple[Target, ...]:
+        """The declared classes named by a label the knowledge does not know as a GPU: matched by compute capability too."""
+        from ..knowledge import tables
+
+        return tuple(t for t in self.targets if t.declared and t.cc and tables.gpu(t.name) is None)
+
 
 def site_pool(pool: str | None, local_sweeps: list[dict], local_rows: list[dict]) -> SitePool:
     """The classes the site publishes. local_sweeps: Store.sweep() of each sweep run here (its plan_text); local_rows: the
-    display rows of those sweeps (the classes they ran on, with the driver each probe read)."""
+    cells of those sweeps, each its gpu, cc, driver, driver_seen (the driver its probe read) and created_at."""
     if pool is not None:
         from ..answers.asked import pool_targets
 
-        executor, targets, origin = pool_targets(pool)
+        executor, targets, origin = pool_targets(pool)[:3]
         return SitePool(tuple(_completed(t, local_rows) for t in targets), executor, origin)
     texts = {s.get("plan_text") or "" for s in local_sweeps}
     executor = "local"
@@ -65,7 +82,7 @@ def site_pool(pool: str | None, local_sweeps: list[dict], local_rows: list[dict]
 def _completed(target: Target, local_rows: list[dict]) -> Target:
     """A declared class with what the store knows of it: its compute capability (else the knowledge's, by its name) and,
     where the plan gives none, the newest driver a probe read on it."""
-    mine = [r for r in local_rows if match(r, target)]
+    mine = [r for r in local_rows if r["gpu"] == target.name]
     cc = target.cc or next((r["cc"] for r in mine if r["cc"]), None)
     if cc is None:
         from ..knowledge import tables
@@ -79,36 +96,34 @@ def _branch(driver: str | None) -> str:
     return (driver or "").split(".")[0]
 
 
-def match(row: dict, target: Target) -> bool:
-    """Whether a stored row is an observation of this class (the module's docstring says the rule)."""
-    if row["gpu"] == target.name:
-        same = not target.cc or not row["cc"] or row["cc"] == target.cc
-    else:
-        from ..knowledge import tables
-
-        same = bool(target.cc) and row["cc"] == target.cc and tables.gpu(target.name) is None
-    driver = row.get("driver_seen") or row.get("driver")
-    return same and (not target.driver or not driver or _branch(driver) == _branch(target.driver))
-
-
 def class_of(row: dict, pool: SitePool) -> Target | None:
-    return next((t for t in pool.targets if match(row, t)), None)
+    """The class of the site a stored row observes, or None (the module's docstring says the rule)."""
+    named = pool.by_name.get(row["gpu"])
+    if named is not None:
+        candidates = [t for t in named if not t.cc or not row["cc"] or row["cc"] == t.cc]
+    else:
+        candidates = [t for t in pool.labels if row["cc"] == t.cc]
+    if (row.get("source") or "local") == "local":
+        return candidates[0] if candidates else None
+    driver = row.get("driver_seen") or row.get("driver")
+    return next((t for t in candidates if not t.driver or not driver or _branch(driver) == _branch(t.driver)), None)
 
 
 def install_lines(pool: SitePool, classes: list[tuple], frameworks: list[str], observed_rows: list[dict]) -> dict[tuple, dict]:
-    """Each class's install lines, as `advise FRAMEWORK --pool` answers them (answers.advise_pool: the newest observed, else
-    the newest predicted release, with its install line), and the scheduler request that selects the class.
+    """Each class's install lines, as `advise FRAMEWORK --pool` answers them (answers.advise_pool: the class's own newest
+    release, observed or predicted, with its install line), and the scheduler request that selects the class.
     classes: the (name, cc) of each class shown; returns (name, cc) -> {"request", "lines": [...], "why"}."""
     from ..answers.advise_pool import advise_pool
-    from ..answers.asked import NEWEST
+    from ..answers.asked import NEWEST, resolve_pool
 
     targets = [t for t in pool.targets if (t.name, t.cc or "") in classes]
     found: dict[tuple, dict] = {c: {"request": None, "lines": [], "why": ""} for c in classes}
     if not targets:
         return found
+    resolved = resolve_pool(pool.executor, targets, pool.origin, None)
     for framework in frameworks:
         try:
-            answer = advise_pool(framework, pool.executor, targets, pool.origin, None, None, NEWEST, (), observed_rows)
+            answer = advise_pool(framework, resolved, NEWEST, (), observed_rows)
         except UserError as exc:  # no class of the site can be judged (no compute capability or driver known)
             for entry in found.values():
                 entry["why"] = str(exc)
@@ -117,17 +132,15 @@ def install_lines(pool: SitePool, classes: list[tuple], frameworks: list[str], o
             key = (unjudged["name"], unjudged["cc"] or "")
             if key in found:
                 found[key]["why"] = f"not judged: {unjudged['why']}"
-        for line in answer["classes"]:
+        for line in answer["answers"][0]["classes"]:  # no Python asked: one answer, each release on its newest Python
             key = (line["name"], line["cc"] or "")
             if key not in found:
                 continue
             found[key]["request"] = found[key]["request"] or line["request"]
-            # the newest observed release with an install line (a stack tested as installed or in an image has none), else
-            # the newest predicted
-            advice = next((a for a in (line["observed"], line["predicted"]) if a and a.get("install")), None)
+            newest = line["newest"] or {}
             found[key]["lines"].append({
-                "framework": framework, "how": (advice or {}).get("source") or "",
-                "version": (advice or {}).get("version"), "variant": (advice or {}).get("variant"),
-                "install": (advice or {}).get("install") or "", "empty": "" if advice else (line["empty"] or "no release with an install line runs here"),
-                "site": (advice or {}).get("site"), "verified": (advice or {}).get("verified", True)})
+                "framework": framework, "how": newest.get("source") or "", "version": newest.get("version"),
+                "variant": newest.get("variant"), "install": newest.get("install") or "",
+                "empty": "" if newest else (line["empty"] or "no release with an install line runs here"),
+                "site": newest.get("site"), "verified": newest.get("verified", True)})
     return found
