@@ -70,6 +70,27 @@ def known(package: str) -> Known:
     return Known(package, frozenset(versions), max(finals, default=None), read_on, where)
 
 
+@lru_cache(maxsize=1)
+def _jax() -> Known:
+    """jax's own releases: jax_pins.csv (every release PyPI listed, with each one's pins), and what an update read."""
+    from . import pins
+
+    versions = set(pins.jax_releases())
+    learned = overlay.meta()
+    listed = learned.get("releases", {}).get("jax")
+    if listed:
+        versions |= _parsed(listed)
+        read_on, where = learned.get("date"), learned.get("index", "the index")
+    else:
+        dates = sorted({m.group(1) for r in tables.table("jax_pins") if (m := _DATED.search(r["source"]))})
+        read_on, where = (dates[-1] if dates else None), "PyPI"
+    finals = [v for v in versions if not v.is_prerelease and not v.is_devrelease]
+    return Known("jax", frozenset(versions), max(finals, default=None), read_on, where)
+
+
+_DATED = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})")
+
+
 def _cupy_packages() -> tuple[str, ...]:
     return tuple(sorted({r["package"] for r in tables.table("python_wheels") if r["package"].startswith("cupy-cuda")}))
 
@@ -87,11 +108,14 @@ def check(framework: str, variant: str | None, version: str, described: bool) ->
     plain = tables.version(version.split("+")[0])
     if package is None or plain is None or plain.is_prerelease or plain.is_devrelease:
         return None  # pre-releases and nightlies live on other indexes (download.pytorch.org): not PyPI's list to judge
-    facts = known(package)
+    facts = _jax() if framework == "jax" else known(package)  # jax has releases without a jaxlib of their number (0.4.37)
     if facts.newest is None:
         return None
+    package = facts.package
     as_of = f" as read on {facts.read_on}" if facts.read_on else ""
-    exists = plain in facts.versions or (framework == "jax" and plain <= facts.newest)  # jax has releases without a jaxlib
+    exists = plain in facts.versions
+    if not exists and framework == "jax":  # a jaxlib an update learned after the jax list was read
+        exists = plain > facts.newest and plain in known("jaxlib").versions
     if not exists and framework == "cupy":  # a CuPy release published for other CUDA majors only: the rules say which exist
         exists = any(plain in known(other).versions for other in _cupy_packages() if other != package)
     if not exists:
