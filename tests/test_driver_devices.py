@@ -1,5 +1,7 @@
-"""A driver binds only the PCI device IDs its release knows (issue 35 item 1): data/driver_devices.csv, built by
-tools/build_driver_devices.py from NVIDIA/open-gpu-kernel-modules README.md's Compatible GPUs table at each tag."""
+"""What NVIDIA's README lists as supported (issue 35 item 1): data/driver_devices.csv, built by
+tools/build_driver_devices.py from NVIDIA/open-gpu-kernel-modules README.md's Compatible GPUs table at each tag.
+Since issue 40 section 2 the list is a warning, not the verdict: where the release's code recognises the chip
+(driver_chips.csv) the driver drives the board (tests/test_kernel_modules.py); `listed_drives` is the README's reading."""
 
 import csv
 from pathlib import Path
@@ -7,14 +9,24 @@ from pathlib import Path
 import pytest
 
 from gpucompat.knowledge import gpus
+from gpucompat.knowledge.driving import listed_drives
 from gpucompat.knowledge.rules import driver_drives_rule, driving_branch
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "gpucompat" / "knowledge" / "data"
 
 
 def drives(name, driver):
+    """The README lists' own reading (what NVIDIA lists as supported), which the code tables may overrule."""
     row = gpus.lookup(name)
-    return driver_drives_rule(row["cc"], row["name"], driver)
+    return listed_drives(row["cc"], row["name"], driver)
+
+
+def test_a_board_the_readme_leaves_out_is_driven_where_the_code_knows_its_chip():
+    # README-as-truth was the bug (issue 40.2): 535.183.01's code (g_chips2halspec_nvoc.c) has AD104, the RTX 4070 SUPER's chip
+    row = gpus.lookup("RTX 4070 SUPER")
+    reason = driver_drives_rule(row["cc"], row["name"], "535.183.01")
+    assert reason.verdict == "pass" and "g_chips2halspec_nvoc.c" in reason.text
+    assert "not listed as supported by NVIDIA's README for 535.183.01" in reason.warning and "550.40.07" in reason.warning
 
 
 def test_every_row_names_its_release_commit_and_source():

@@ -1,13 +1,20 @@
-"""Whether a driver drives a GPU at all: each architecture's first and last driver branch
-(gpu_driver_branches.csv) and, per PCI device ID, the driver releases whose list of compatible GPUs names it
-(driver_devices.csv, read from NVIDIA's open-gpu-kernel-modules READMEs). Outside them the GPU is not there,
-whatever the stack.
+"""Whether a driver drives a GPU at all, with which flavour of its kernel module: each architecture's first and last
+driver branch (gpu_driver_branches.csv); the chips each release's own code recognises (driver_chips.csv, read from
+NVIDIA's open-gpu-kernel-modules at every tag); the GPUs each flavour does not drive (kernel_modules.csv: the open
+modules nothing before Turing, the proprietary ones no Blackwell and no Grace Hopper). Outside them the GPU is not
+there, whatever the stack. The releases whose README lists a PCI device ID as supported (driver_devices.csv) decide
+only where the code tables were not read: where the code knows the chip, a README that leaves the board out is a
+warning, never NO_DEVICE.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import gpus, tables
-from .reasons import DRIVES, FAIL, PASS, Reason, weighed
+from .reasons import DRIVES, FAIL, PASS, UNCERTAIN, Reason, weighed
+
+KERNEL_MODULES = ("open", "proprietary")  # the two flavours of every Linux driver release's kernel modules
 
 
 def driver_branch(driver: str | None) -> int | None:
@@ -37,15 +44,90 @@ def branch_releases(branch: int) -> list[str]:
     return [d for d in tables.named_drivers() if driver_branch(d) == branch]
 
 
-def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> Reason | None:
-    """Each architecture (and the products that came after their architecture's first branch) is driven from a first
-    driver branch to a last one (knowledge/data/gpu_driver_branches.csv): outside them the GPU is not there at all,
-    whatever the stack. None where there is nothing to judge: no driver, an architecture the table does not know,
-    or a Jetson/Tegra GPU (driven by its JetPack's L4T, not by these branches)."""
+def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None, kernel_module: str | None = None) -> Reason | None:
+    """Whether the driver drives the GPU with that flavour of kernel module ('open' or 'proprietary'). Where the flavour
+    is not known it is assumed, and the reason says so: the one flavour that drives the GPU's kind at all (before
+    Turing the proprietary, Blackwell and Grace Hopper the open), else the branch's default (open from R560); where
+    the two flavours' verdicts differ, the answer is uncertain and names both. None where there is nothing to judge."""
     branch = driver_branch(driver)
     bounds = tables.driver_branches(cc, gpu) if branch is not None else None
     if bounds is None or bounds["l4t"] is not None or not (bounds["first"] or bounds["last"]):
         return None
+    if kernel_module in KERNEL_MODULES:
+        return flavour_drives(kernel_module, cc, gpu, driver)
+    if branch < first_open_branch():  # one flavour only: nothing to assume
+        return flavour_drives("proprietary", cc, gpu, driver)
+    only = only_flavour(bounds["architecture"], gpu)
+    if only is not None:
+        flavour, why = only
+        reason = flavour_drives(flavour, cc, gpu, driver)
+        return replace(reason, text=f"{reason.text} ({flavour} kernel modules assumed: {why})")
+    assumed, _source = default_kernel_module(branch)
+    other = "proprietary" if assumed == "open" else "open"
+    mine, theirs = flavour_drives(assumed, cc, gpu, driver), flavour_drives(other, cc, gpu, driver)
+    if mine.verdict == theirs.verdict:
+        return replace(mine, text=f"{mine.text} ({assumed} kernel modules assumed, R{branch}'s default; both flavours "
+                                  f"{'drive' if mine.verdict == PASS else 'judge'} it alike)")
+    yes, no = (mine, theirs) if mine.verdict == PASS else (theirs, mine)
+    flavour_yes = assumed if yes is mine else other
+    flavour_no = other if yes is mine else assumed
+    return Reason(DRIVES, UNCERTAIN, f"the kernel module decides: with the {flavour_yes} kernel modules {yes.text}; with the "
+                  f"{flavour_no} ones {no.text} (--kernel-module says which is loaded)", f"{yes.source} ; {no.source}",
+                  warning=f"whether driver {driver} drives {gpu or 'this GPU'} depends on its kernel module: {flavour_yes} does, "
+                          f"{flavour_no} does not", confidence=min(yes.confidence, no.confidence, key=("high", "medium", "low").index))
+
+
+def flavour_drives(flavour: str, cc: str | None, gpu: str | None, driver: str) -> Reason:
+    """One flavour's answer: a GPU that flavour never drives is NO_DEVICE; else the architecture's branches and the
+    release's code tables decide, and a README that does not list the board is a warning."""
+    branch = driver_branch(driver)
+    bounds = tables.driver_branches(cc, gpu)
+    architecture = bounds["architecture"]
+    what = f"{architecture} GPUs such as {gpu}" if gpu else f"{architecture} GPUs of compute capability {cc}"
+    if flavour == "open" and branch < first_open_branch():
+        row = kernel_module_rows("first")[0]
+        return Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) has no open kernel modules (they begin with R{row['branch']})",
+                      row["source"], "NO_DEVICE", "device")
+    refused = refusing(flavour, architecture, gpu)
+    if refused is not None:
+        kind = refused["gpu"] or architecture
+        return Reason(DRIVES, FAIL, f"the {flavour} kernel modules of driver {driver} (R{branch}) do not drive {what}: "
+                      f"{kind} GPUs need the {'open' if flavour == 'proprietary' else 'proprietary'} kernel modules",
+                      refused["source"], "NO_DEVICE", "device")
+    listed = listed_drives(cc, gpu, driver)
+    code = code_chips(driver)
+    if code is None or (refusing("open", architecture, None) is not None):  # a release not read, or a GPU before Turing
+        return listed
+    row, exact = code
+    chip = (gpus.lookup(gpu) or {}).get("chip") if gpu else None
+    cc_of = cc or (gpus.lookup(gpu) or {}).get("cc") if gpu else cc
+    knows = chip in row["chips"].split() if chip else (cc_of in row["ccs"].split(";") if cc_of else None)
+    read = f"driver {row['release']}'s code (g_chips2halspec_nvoc.c)" + ("" if exact else f", the newest release of R{branch} read before {driver}")
+    named = chip or f"chip of compute capability {cc_of}"
+    if knows is False and listed.verdict != FAIL:
+        return Reason(DRIVES, FAIL, f"driver {driver} (R{branch}) does not drive {what}: {read} recognises no {named}",
+                      row["source"], "NO_DEVICE", "device", confidence="high" if exact else "medium")
+    if knows and listed.verdict == FAIL and not outside_architecture(cc_of, branch):
+        listed = Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what}: {read} recognises "
+                        f"{chip or 'its chips of compute capability ' + str(cc_of)}", row["source"],
+                        confidence="high" if exact else "medium",
+                        warning=f"{gpu or what} is not listed as supported by NVIDIA's README for {driver} "
+                                f"({listed.text.split(': ', 1)[-1]}): the code drives it, NVIDIA may not support it")
+    if flavour == "open" and row["open_geforce"] and listed.verdict == PASS and not data_center(gpu):
+        alpha = (f"the open kernel modules of {row['release']} drive GeForce and workstation GPUs only as alpha, with the "
+                 "nvidia.ko parameter NVreg_OpenRmEnableUnsupportedGpus=1")
+        listed = replace(listed, warning="; ".join(w for w in (listed.warning, alpha) if w))
+    return listed
+
+
+def listed_drives(cc: str | None, gpu: str | None, driver: str) -> Reason:
+    """Each architecture (and the products that came after their architecture's first branch) is driven from a first
+    driver branch to a last one (knowledge/data/gpu_driver_branches.csv): outside them the GPU is not there at all,
+    whatever the stack. None where there is nothing to judge: no driver, an architecture the table does not know,
+    or a Jetson/Tegra GPU (driven by its JetPack's L4T, not by these branches). The README lists (driver_devices.csv)
+    and the product rows (read from them) decide here; flavour_drives lets the code tables overrule them."""
+    branch = driver_branch(driver)
+    bounds = tables.driver_branches(cc, gpu)
     architecture, first, last = bounds["architecture"], bounds["first"], bounds["last"]
     what = f"{architecture} GPUs such as {gpu}" if gpu else f"{architecture} GPUs of compute capability {cc}"
     listed = device_listings(gpu, driver)
@@ -95,6 +177,71 @@ def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None) -> R
                               "it may not be driven")
     return Reason(DRIVES, PASS, f"driver {driver} (R{branch}) drives {what} ({drive_span(bounds)})", (first or last)["source"],
                   warning=f"driver {driver}: {late}; this rests on the architecture's branches" if late else None)
+
+
+def kernel_module_rows(kind: str) -> list[dict]:
+    """kernel_modules.csv's rows of one kind: 'first' (the first branch with open modules), 'default', 'not_driven'."""
+    return [r for r in tables.table("kernel_modules") if r["kind"] == kind]
+
+
+def first_open_branch() -> int:
+    return int(kernel_module_rows("first")[0]["branch"])
+
+
+def default_kernel_module(branch: int) -> tuple[str, str]:
+    """The flavour a branch installs by default and its source: proprietary, open from R560."""
+    rows = sorted(kernel_module_rows("default"), key=lambda r: int(r["branch"] or 0))
+    row = [r for r in rows if int(r["branch"] or 0) <= branch][-1]
+    return row["flavour"], row["source"]
+
+
+def refusing(flavour: str, architecture: str, gpu: str | None) -> dict | None:
+    """The kernel_modules.csv row by which that flavour never drives the GPU (its architecture, or its product), or None."""
+    for row in kernel_module_rows("not_driven"):
+        if row["flavour"] == flavour and (architecture in row["architecture"].split(";")
+                                          or (gpu and row["gpu"] and gpus.words_begin(gpu, row["gpu"]))):
+            return row
+    return None
+
+
+def only_flavour(architecture: str, gpu: str | None) -> tuple[str, str] | None:
+    """(the one flavour that drives this kind of GPU, why) where the other never does; None where both may."""
+    for flavour in KERNEL_MODULES:
+        row = refusing(flavour, architecture, gpu)
+        if row is not None:
+            other = "proprietary" if flavour == "open" else "open"
+            return other, f"the {flavour} ones do not drive {row['gpu'] or architecture}"
+    return None
+
+
+def code_chips(driver: str) -> tuple[dict, bool] | None:
+    """driver_chips.csv's row for the release (exact: True), else for the newest release of its branch read before it
+    (a branch's code only gains chips); None where no release of the branch up to it was read."""
+    asked = tables.version(driver)
+    branch = driver_branch(driver)
+    if asked is None:
+        return None
+    same = [r for r in tables.table("driver_chips") if driver_branch(r["release"]) == branch and tables.version(r["release"]) <= asked]
+    if not same:
+        return None
+    row = max(same, key=lambda r: tables.version(r["release"]))
+    return row, row["release"] == driver
+
+
+def outside_architecture(cc: str | None, branch: int) -> bool:
+    """Whether the branch is outside the architecture's own branches (its architecture rows, not a product's)."""
+    bounds = tables.driver_branches(cc, None) if cc else None
+    if not bounds:
+        return False
+    first, last = bounds["first"], bounds["last"]
+    return bool((first and branch < int(first["branch"])) or (last and branch > int(last["branch"])))
+
+
+def data_center(gpu: str | None) -> bool:
+    """A data-center GPU by its name (the open modules' early releases drove those fully, others as alpha): not GeForce,
+    TITAN, Quadro or RTX workstation. An unnamed GPU is taken as not one, so the alpha warning is said rather than not."""
+    words = (gpu or "").lower().split()
+    return bool(words) and not {"geforce", "titan", "quadro", "rtx"} & set(words)
 
 
 LISTS_BEGIN = 515  # the first branch whose open-kernel-module README lists compatible GPUs (driver_readmes.csv)

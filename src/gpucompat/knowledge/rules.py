@@ -492,10 +492,12 @@ def wheel_pythons(framework: str, release: str, variant: str) -> list[str]:
 
 
 def predict_stack(framework: str, release: str, variant: str, cc: str | None, driver: str | None, python: str | None = None,
-            cuda_runtime: str | None = None, arch: tuple | None = None, gpu: str | None = None) -> Prediction:
+            cuda_runtime: str | None = None, arch: tuple | None = None, gpu: str | None = None,
+            kernel_module: str | None = None) -> Prediction:
     """Expected outcome of one stack on one GPU class. `cuda_runtime` (from resolution or the
     probe) and `arch` (sass, ptx, source: from inspecting the installed build) override the tables;
-    `gpu` (the name as reported) lets a product whose driver branches differ from its architecture's be judged."""
+    `gpu` (the name as reported) lets a product whose driver branches differ from its architecture's be judged;
+    `kernel_module` ('open' | 'proprietary' | None: assumed, and said) is the driver's flavour, which decides what it drives."""
     cc = cc or None  # unknown: the rules that need it say so; the others (driver, Python, variant) still judge
     if framework == "torch":
         reasons, resolved = _torch(release, variant, cc, driver, cuda_runtime, arch)
@@ -511,7 +513,7 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
         reasons, resolved = [driver_rule(cuda, driver), *([targets] if targets else [])], {"cuda_runtime": minor_series(cuda)}
     else:
         reasons, resolved = [Reason("framework", UNCERTAIN, f"no rules for {framework!r}", "")], {}
-    drives = driver_drives_rule(cc, gpu, driver)
+    drives = driver_drives_rule(cc, gpu, driver, kernel_module)
     if drives is not None:  # a GPU the driver does not drive is not there, whatever else fails: that comes first
         reasons.insert(0 if drives.verdict != PASS else len(reasons), drives)
     plain = version(release.split("+")[0])

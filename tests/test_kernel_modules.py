@@ -1,0 +1,69 @@
+"""The driver's kernel module, open or proprietary (issue 40 section 2): each flavour drives its own GPUs, the release's
+code tables (driver_chips.csv, tools/build_driver_chips.py) decide what it drives, and a README that leaves a board out
+is a warning. Where the flavour is not given it is assumed, and said."""
+
+import csv
+from pathlib import Path
+
+from gpucompat.knowledge import gpus
+from gpucompat.knowledge.driving import code_chips, default_kernel_module
+from gpucompat.knowledge.rules import driver_drives_rule, predict_stack
+
+DATA = Path(__file__).resolve().parents[1] / "src" / "gpucompat" / "knowledge" / "data"
+
+
+def test_every_release_row_names_its_commit_and_the_code_it_read():
+    rows = list(csv.DictReader((DATA / "driver_chips.csv").open(encoding="utf-8")))
+    readmes = {r["release"]: r["commit"] for r in csv.DictReader((DATA / "driver_readmes.csv").open(encoding="utf-8"))}
+    assert rows[0]["release"] == "515.43.04" and len(rows) >= len(readmes)
+    for row in rows:
+        assert len(row["commit"]) == 40 and row["commit"] in row["source"] and "g_chips2halspec_nvoc.c" in row["source"]
+        assert row["release"] not in readmes or readmes[row["release"]] == row["commit"]
+        assert "TU102" in row["chips"].split() and "Turing" in row["architectures"]
+    assert [r["open_geforce"] for r in rows if r["release"] in ("515.48.07", "535.288.01", "545.23.06")] == ["alpha", "alpha", ""]
+    assert all(r["source"] for r in csv.DictReader((DATA / "kernel_modules.csv").open(encoding="utf-8")))
+
+
+def test_blackwell_on_570_needs_the_open_modules():
+    proprietary = driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090", "570.86.16", "proprietary")
+    assert (proprietary.verdict, proprietary.code) == ("fail", "NO_DEVICE")
+    assert "proprietary kernel modules" in proprietary.text and "need the open kernel modules" in proprietary.text
+    assert "kernel_open.html" in proprietary.source
+    assert driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090", "570.86.16", "open").verdict == "pass"
+    assumed = driver_drives_rule("12.0", "NVIDIA GeForce RTX 5090", "570.86.16")  # only one flavour drives Blackwell
+    assert assumed.verdict == "pass" and "open kernel modules assumed" in assumed.text
+    assert driver_drives_rule("9.0", "NVIDIA GH200 480GB", "550.54.14", "proprietary").code == "NO_DEVICE"  # Grace Hopper
+
+
+def test_a_pascal_is_not_driven_by_the_open_modules():
+    row = gpus.lookup("GeForce GTX 1080")
+    opened = driver_drives_rule(row["cc"], row["name"], "570.86.16", "open")
+    assert (opened.verdict, opened.code) == ("fail", "NO_DEVICE") and "need the proprietary kernel modules" in opened.text
+    assumed = driver_drives_rule(row["cc"], row["name"], "570.86.16")
+    assert assumed.verdict == "pass" and "proprietary kernel modules assumed" in assumed.text
+    assert "has no open kernel modules" in driver_drives_rule("7.5", "Tesla T4", "470.42.01", "open").text  # before R515
+
+
+def test_a_new_board_of_a_known_chip_is_driven_with_a_warning():
+    # the RTX 5060 (GB206) is not in 570.86.15's README, but that release's code recognises its chips (CC 12.0)
+    row = gpus.lookup("GeForce RTX 5060")
+    reason = driver_drives_rule(row["cc"], "GeForce RTX 5060", "570.86.15", "open")
+    assert reason.verdict == "pass" and "570.86.15's code" in reason.text
+    assert "not listed as supported by NVIDIA's README for 570.86.15" in reason.warning
+    # a chip the code does not know is not driven, whatever the README: 565.57.01's code has GB100/GB102, no GB202
+    assert code_chips("565.57.01")[0]["chips"].split()[-1] == "GB102"
+
+
+def test_the_early_open_releases_drive_geforce_only_as_alpha():
+    geforce = driver_drives_rule("7.5", "NVIDIA GeForce RTX 2080 Ti", "515.48.07", "open")
+    assert geforce.verdict == "pass" and "NVreg_OpenRmEnableUnsupportedGpus=1" in geforce.warning
+    assert not (driver_drives_rule("8.0", "NVIDIA A100-SXM4-40GB", "515.48.07", "open").warning or "").count("alpha")
+    assert not (driver_drives_rule("7.5", "NVIDIA GeForce RTX 2080 Ti", "550.54.15", "open").warning or "").count("alpha")
+
+
+def test_the_branch_default_is_assumed_and_said():
+    assert default_kernel_module(550)[0] == "proprietary" and default_kernel_module(560)[0] == "open"
+    h100 = driver_drives_rule("9.0", "NVIDIA H100 80GB HBM3", "580.65.06")
+    assert h100.verdict == "pass" and "open kernel modules assumed, R580's default" in h100.text
+    prediction = predict_stack("torch", "2.8.0", "default", "12.0", "570.86.16", gpu="NVIDIA GeForce RTX 5090", kernel_module="proprietary")
+    assert prediction.code == "NO_DEVICE"
