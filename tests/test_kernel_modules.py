@@ -5,6 +5,8 @@ is a warning. Where the flavour is not given it is assumed, and said."""
 import csv
 from pathlib import Path
 
+import pytest
+
 from gpucompat.knowledge import gpus
 from gpucompat.knowledge.driving import code_chips, default_kernel_module
 from gpucompat.knowledge.rules import driver_drives_rule, predict_stack
@@ -67,3 +69,36 @@ def test_the_branch_default_is_assumed_and_said():
     assert h100.verdict == "pass" and "open kernel modules assumed, R580's default" in h100.text
     prediction = predict_stack("torch", "2.8.0", "default", "12.0", "570.86.16", gpu="NVIDIA GeForce RTX 5090", kernel_module="proprietary")
     assert prediction.code == "NO_DEVICE"
+
+
+OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U16-I1-N07-12-3)  Thu Jun  5 09:28:05 UTC 2025\n"
+PROPRIETARY = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
+
+
+def test_the_node_says_which_flavour_is_loaded(monkeypatch):
+    from gpucompat import doctor
+    from gpucompat.discover import local
+
+    assert local.kernel_module_from_proc(OPEN) == "open" and local.driver_from_proc(OPEN) == "580.159.04"
+    assert local.kernel_module_from_proc(PROPRIETARY) == "proprietary" and local.driver_from_proc(PROPRIETARY) == "550.54.14"
+    assert local.kernel_module_from_proc("") is None
+    # a Blackwell node with the proprietary module loaded: doctor says the driver does not drive it, naming the open modules
+    rtx = local.Gpu(0, "GPU-1", "NVIDIA GeForce RTX 5090", "12.0", 32607, "570.86.16", "12.8")
+    monkeypatch.setattr(doctor.local, "all_gpus", lambda: ([rtx], "nvml"))
+    monkeypatch.setattr(doctor, "_proc_kernel_module", lambda: "proprietary")
+    monkeypatch.setattr(doctor, "_cuda_start", lambda: {"init": 0, "count": 1})  # as that node's own cuInit answers
+    monkeypatch.setattr(doctor, "gpu_state_now", lambda: None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    report = doctor.doctor()
+    assert report["driver"]["kernel_module"] == "proprietary" and "proprietary kernel module" in report["summary"]
+    assert "need the open kernel modules" in report["summary"]
+
+
+def test_a_plan_target_names_its_kernel_module():
+    from gpucompat.errors import UserError
+    from gpucompat.plan import parse_plan
+
+    plan = '[[targets]]\nname="NVIDIA B200"\ncc="10.0"\ndriver="570.86.16"\nkernel_module="{}"\n[[stacks]]\nframework="torch"\nversions=["2.8.0"]\n'
+    assert parse_plan(plan.format("open")).targets[0].kernel_module == "open"
+    with pytest.raises(UserError, match="kernel_module 'closed' is not a driver kernel module; write 'open' or 'proprietary'"):
+        parse_plan(plan.format("closed"))

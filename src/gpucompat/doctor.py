@@ -49,6 +49,14 @@ def _proc_driver() -> str | None:
         return None
 
 
+def _proc_kernel_module() -> str | None:
+    """'open' or 'proprietary': the loaded kernel module's flavour, which decides which GPUs the driver drives."""
+    try:
+        return local.kernel_module_from_proc(Path("/proc/driver/nvidia/version").read_text())
+    except OSError:
+        return None
+
+
 def _import_facts(framework: str) -> dict:
     """The probe's import stage in a fresh interpreter: versions, CUDA runtime, cuDNN, arch list."""
     with tempfile.TemporaryDirectory() as work:
@@ -86,6 +94,7 @@ def doctor() -> dict:
     driver = gpus[0].driver if gpus else _proc_driver()
     if driver and source == "none":
         source = "/proc/driver/nvidia/version"
+    module = _proc_kernel_module() if driver else None
     supported = (gpus[0].cuda_driver if gpus and gpus[0].cuda_driver else None) or (
         (tables.driver_cuda(driver) or {}).get("cuda") if driver else None)
     seen = local.read_visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -117,7 +126,7 @@ def doctor() -> dict:
                 continue
             release = fw["version"] if fw["framework"] != "cuda-runtime" else (fw["cuda_runtime"] or fw["version"])
             p = predict_stack(fw["framework"], release, fw["variant"], gpu.cc, driver, cuda_runtime=fw["cuda_runtime"],
-                        arch=_arch(fw) if fw["framework"] == "torch" else None, gpu=gpu.name)
+                        arch=_arch(fw) if fw["framework"] == "torch" else None, gpu=gpu.name, kernel_module=module)
             deciding = next((r for r in p.reasons if r.verdict == p.verdict), p.reasons[0] if p.reasons else None)
             verdicts.append({"framework": fw["framework"], "gpu": gpu.name, "cc": gpu.cc, "verdict": p.verdict, "code": p.code,
                              "stage": p.stage, "reason": deciding.text if deciding else "", "warnings": p.warnings,
@@ -133,8 +142,8 @@ def doctor() -> dict:
     elif blocked:
         summary = f"CUDA cannot start in a process of this shell, so no stack can be tested here: {blocked}"
     else:
-        summary = f"driver {driver} (CUDA {supported}); {seen['note']}"
-        undriven = {r.text for g in gpus if (r := driver_drives_rule(g.cc, g.name, driver)) is not None and r.verdict == FAIL}
+        summary = f"driver {driver} (CUDA {supported}{f', {module} kernel module' if module else ''}); {seen['note']}"
+        undriven = {r.text for g in gpus if (r := driver_drives_rule(g.cc, g.name, driver, module)) is not None and r.verdict == FAIL}
         summary += "".join(f"; {text}" for text in sorted(undriven))  # no stack can use such a GPU
     state = gpu_state_now() if gpus and (seen["gpus"] or seen["mig"]) else None
     if state and blocked:
@@ -146,7 +155,7 @@ def doctor() -> dict:
         "next_step": next_step,
         "gpu_state": state,
         "cuda_start": start,
-        "driver": {"version": driver, "cuda": supported, "source": source},
+        "driver": {"version": driver, "cuda": supported, "source": source, "kernel_module": module},
         "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name, "cc": g.cc, "memory_mib": g.memory_mib,
                   "mig_mode": g.mig_mode, "mig_devices": list(g.mig_devices)} for g in gpus],
         "cuda_visible_devices": {k: seen[k] for k in ("value", "form", "note")} | {"visible": [g.index for g in seen["gpus"]], "mig": seen["mig"]},

@@ -141,6 +141,11 @@ class StackSpec:
     runtime: str | None = None  # env "container": apptainer, singularity, podman or docker; None: the first the node has
 
 
+# The two flavours of every Linux driver release's kernel modules (/proc/driver/nvidia/version says which is loaded):
+# they drive different GPUs (knowledge/driving.py).
+KERNEL_MODULES = ("open", "proprietary")
+
+
 @dataclass(frozen=True)
 class Target:
     """A GPU class: identical devices that a job can be sent to."""
@@ -166,6 +171,7 @@ class Target:
     mig_gi_slices: int | None = None
     mig_gpu_slices: int | None = None
     parent: str | None = None
+    kernel_module: str | None = None  # the driver's kernel module, one of KERNEL_MODULES (None: not known)
 
     @property
     def key(self) -> str:

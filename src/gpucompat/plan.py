@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .knowledge import tables
-from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, EXECUTORS, FRAMEWORKS, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
+from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, EXECUTORS, FRAMEWORKS, KERNEL_MODULES, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
 from .paths import read_user_text
 from .quoting import CONTROL_CHARACTERS
 from .sbatch_options import check_extra_sbatch
@@ -36,7 +36,7 @@ TOP_KEYS = {
 MAX_CELLS = SweepSpec.max_cells  # cells a plan may expand to unless it raises `max_cells` (10,000)
 BENCH_KEYS = {"measurements", "dtypes", "size", "repetitions", "timeout", "share", "scale", "nodes", "profile"}
 STACK_KEYS = {"framework", "versions", "variants", "python", "env", "channels", "image", "runtime"}
-TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features"}
+TARGET_KEYS = {"name", "cc", "driver", "cuda_driver", "memory_mib", "count", "gres", "features", "kernel_module"}
 TIMEOUT_KEYS = {"install", "import", "device", "compute", "bench", "cell", "pending"}
 
 DEFAULT_VARIANTS = {
@@ -268,6 +268,9 @@ def _target(table: object, index: int, executor: str) -> Target:
     driver = table.get("driver")
     if driver is not None and (not isinstance(driver, str) or not DRIVER_VERSION.fullmatch(driver)):
         raise UserError(f"{where}: driver {str(driver)[:40]!r} is not a driver version; write it as a string like '580.65.06'.")
+    kernel_module = table.get("kernel_module")
+    if kernel_module is not None and kernel_module not in KERNEL_MODULES:
+        raise UserError(f"{where}: kernel_module {str(kernel_module)[:40]!r} is not a driver kernel module; write 'open' or 'proprietary'.")
     count = table.get("count", 1)
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 4096:
         raise UserError(f"{where}: count must be a whole number from 1 to 4096.")
@@ -288,7 +291,7 @@ def _target(table: object, index: int, executor: str) -> Target:
         raise UserError(f"{where}: gres and features select Slurm nodes; the executor is {executor!r}.")
     return Target(
         name=name, cc=str(cc) if cc else None, driver=driver, cuda_driver=cuda_driver, memory_mib=memory,
-        count=count, declared=True, gres=gres, features=tuple(features),
+        count=count, declared=True, gres=gres, features=tuple(features), kernel_module=kernel_module,
     )
 
 

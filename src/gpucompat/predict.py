@@ -39,11 +39,12 @@ def predict(cell: Cell) -> Prediction:
         # HTCondor advertises the CUDA version a driver supports, not its number: judge by the
         # oldest driver that supports that CUDA, a lower bound of the real one
         driver = (tables.cuda_row(cell.target.cuda_driver) or {}).get("toolkit_driver_min")
-    prediction = predict_stack(stack.framework, version, variant, cell.target.cc, driver, python, resolved.cuda_runtime, gpu=cell.target.name)
+    prediction = predict_stack(stack.framework, version, variant, cell.target.cc, driver, python, resolved.cuda_runtime, gpu=cell.target.name,
+                               kernel_module=cell.target.kernel_module)
     if stack.env == "current" and any(r.rule == "architecture" and r.verdict == UNCERTAIN for r in prediction.reasons):
         # the tables do not know this build: read its kernels from the installed binaries
         archs = fatbin.installed_archs(stack.framework)
         if archs:
             prediction = predict_stack(stack.framework, version, variant, cell.target.cc, driver, python,
-                                       resolved.cuda_runtime, arch=archs, gpu=cell.target.name)
+                                       resolved.cuda_runtime, arch=archs, gpu=cell.target.name, kernel_module=cell.target.kernel_module)
     return prediction

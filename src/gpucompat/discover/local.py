@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..model import Target
 
@@ -146,6 +147,14 @@ def driver_from_proc(text: str) -> str | None:
     """'NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...' -> '580.159.04'."""
     found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", text)
     return found.group(1) if found else None
+
+
+def kernel_module_from_proc(text: str) -> str | None:
+    """Which flavour of kernel module is loaded: 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04 ...'
+    -> 'open'; 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14 ...' -> 'proprietary'; None for neither."""
+    if re.search(r"\bOpen Kernel Module\b", text):
+        return "open"
+    return "proprietary" if re.search(r"\bKernel Module\b", text) else None
 
 
 def parse_nvidia_smi(text: str) -> list[Gpu]:
@@ -307,7 +316,17 @@ def mig_targets(gpu: Gpu) -> list[Target]:
     return targets
 
 
+def proc_kernel_module() -> str | None:
+    """This node's loaded kernel module flavour ('open' | 'proprietary'), from /proc/driver/nvidia/version; None without one."""
+    try:
+        return kernel_module_from_proc(Path("/proc/driver/nvidia/version").read_text())
+    except OSError:
+        return None
+
+
 def gpu_classes(gpus: list[Gpu]) -> list[Target]:
+    """This node's GPU classes, each with the node's kernel module flavour (it decides which GPUs the driver drives)."""
+    module = proc_kernel_module() if gpus else None
     classes: dict[tuple, list[Gpu]] = {}
     instances = []
     for gpu in gpus:
@@ -317,9 +336,9 @@ def gpu_classes(gpus: list[Gpu]) -> list[Target]:
             classes.setdefault((gpu.name, gpu.cc, gpu.driver, gpu.memory_mib, gpu.cuda_driver), []).append(gpu)
     return [
         Target(name=name, cc=cc, driver=driver, cuda_driver=cuda_driver, memory_mib=memory,
-               count=len(members), devices=tuple(g.uuid or str(g.index) for g in members))
+               count=len(members), devices=tuple(g.uuid or str(g.index) for g in members), kernel_module=module)
         for (name, cc, driver, memory, cuda_driver), members in classes.items()
-    ] + instances
+    ] + [replace(t, kernel_module=module) for t in instances]
 
 
 def mig_notes(gpus: list[Gpu]) -> list[str]:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..model import KERNEL_MODULES
 from . import gpus, tables
 from .reasons import DRIVES, FAIL, PASS, UNCERTAIN, Reason, weighed
-
-KERNEL_MODULES = ("open", "proprietary")  # the two flavours of every Linux driver release's kernel modules
 
 
 def driver_branch(driver: str | None) -> int | None:
