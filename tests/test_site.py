@@ -254,7 +254,8 @@ def _site_a_sweep(url: str, plan_text: str) -> None:
 @pytest.fixture(scope="module")
 def site_a(tmp_path_factory):
     """Site A: two sweeps of one plan (an H100 and an L40S, Slurm), and three bundles imported: siteb's H200 store (signed,
-    trusted), h100-lab's H100 bench store (signed, trusted) and state-lab's H100 checks (unsigned, --untrusted)."""
+    trusted), h100-lab's H100 bench store (signed, trusted) and state-lab's H100 checks (unsigned, --untrusted); then relay's
+    bundle, which carries h100-lab's two sweeps again under relay's own key (trusted here)."""
     tmp = tmp_path_factory.mktemp("site-a")
     url = f"sqlite:///{tmp / 'store.db'}"
     plan = tmp / "site-a.toml"
@@ -273,6 +274,15 @@ def site_a(tmp_path_factory):
         run_cli("export", "--db", f"sqlite:///{tmp / name}.db", "--bundle", str(tmp / f"{name}.gz"), "--site", name,
                 *([] if trusted else ["--unsigned"]), env=theirs, check=0)
         run_cli("import", str(tmp / f"{name}.gz"), "--db", url, *([] if trusted else ["--untrusted"]), env=here, check=0)
+    # relay imported h100-lab's bundle and exports its two sweeps again, signed with relay's key: one sweep is one sweep
+    relay = {"XDG_CONFIG_HOME": str(tmp / "relay-config")}
+    run_cli("key", env=relay, check=0)
+    run_cli("trust", "add", "h100-lab", str(tmp / "h100-lab-config" / "gpucompat" / "site-key.pub"), env=relay, check=0)
+    run_cli("import", str(tmp / "h100-lab.gz"), "--db", f"sqlite:///{tmp / 'relay.db'}", env=relay, check=0)
+    run_cli("export", "--db", f"sqlite:///{tmp / 'relay.db'}", "--bundle", str(tmp / "relay.gz"), "--site", "relay", "--sweep", "1",
+            "--sweep", "2", env=relay, check=0)
+    run_cli("trust", "add", "relay", str(tmp / "relay-config" / "gpucompat" / "site-key.pub"), env=here, check=0)
+    run_cli("import", str(tmp / "relay.gz"), "--db", url, env=here, check=0)
     return url, plan, tmp
 
 
@@ -310,7 +320,12 @@ def test_this_sites_site_has_only_its_own_classes(site_a, tmp_path, pool):
     # the H100's page: supporting evidence from the other sites, named, verified or not; its install lines and request
     h100 = next(text for name, text in pages.items() if name.startswith("gpu-NVIDIA-H100"))
     supporting = _between(h100, '<ul class="supporting">', "</ul>")
-    assert re.search(r"observed at h100-lab on NVIDIA H100 80GB HBM3, driver 580\.159\.04, verified \(sweep \d+, \d+ cells\)", supporting)
+    # h100-lab's two sweeps, brought again by relay: each once, naming both sites that vouched for it
+    vouched = re.findall(r"observed at h100-lab on NVIDIA H100 80GB HBM3, driver 580\.159\.04, verified \(sweep \d+, (\d+) cells\); "
+                         r"vouched for by h100-lab \(verified\), relay \(unverified\)</li>", supporting)
+    assert vouched == ["5", "5"] and "observed at relay" not in supporting, supporting
+    total = int(re.search(r"<b>(\d+)</b> cells? observed at other sites", index).group(1))
+    assert total == sum(map(int, re.findall(r"\(sweep \d+, (\d+) cells?\)", supporting))) == 19  # each sweep counted once
     assert re.search(r'observed at state-lab on NVIDIA H100 80GB HBM3, driver 580\.159\.04, <b class="unverified-mark">UNVERIFIED</b>',
                      supporting)
     unverified = int(re.search(r'<span class="unverified-mark"><b>(\d+)</b> unverified</span>', index).group(1))
