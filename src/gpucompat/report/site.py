@@ -6,8 +6,11 @@ page per stack (`stack-*.html`) with its verdict on each GPU class, the evidence
 figures and how to install it (answers.advise's install command, or its image); one page per GPU class
 (`gpu-*.html`) with every stack's verdict there. Only real GPU classes and stacks are shown: the stand-in target of a
 machine without a GPU is no class, a stack none of whose cells could be tested (not installed here) is no stack, and
-the cells that could not be tested are counted apart on each page, by cause with its sentence (build() says how). Each
-page names its sources (local, or each site a bundle came from, verified or not), and every row, figure and install line
+the cells that could not be tested are counted apart on each page, by cause with its sentence (build() says how); a
+class on which no cell ran (the scheduler placed none of its jobs) is listed apart as not tested. The classes are this
+site's own (site_pool.py): rows imported from other sites are supporting evidence on the class they match, each class
+page carries advise --pool's install lines and the scheduler request that selects it, and rows on a GPU the site does
+not have are only listed as observed elsewhere. Each page names its sources (local, or each site a bundle came from, verified or not), and every row, figure and install line
 imported without a signature from a key this site trusts is marked UNVERIFIED.
 Jinja2 escapes every value; a Content-Security-Policy forbids every fetch, so the site needs no network to view; it
 is whole without JavaScript (a small inline script only filters the index's list). A second run replaces the pages
