@@ -3,16 +3,17 @@ The facts are measured: the plugin wheels read with `gpucompat inspect`, ptxas/N
 the pins from the wheels' METADATA (docs/evidence/runtime-compilers/)."""
 
 from gpucompat.knowledge import rules, tables
+from gpucompat.knowledge.frameworks import cupy, jax, tensorflow
 from gpucompat.knowledge.rules import FAIL, PASS, UNCERTAIN
 
 
 def _jax(release, variant, cc, driver="580.65.06"):
-    reasons, _ = rules._jax(release, variant, cc, driver, None, None)
+    reasons, _ = jax.rules(release, variant, cc, driver)
     return rules.combine(reasons, {}), {r.rule: r for r in reasons}
 
 
 def _cupy(release, variant, cc="12.0", driver="570.86.10"):
-    reasons, _ = rules._cupy(release, variant, cc, driver, None)
+    reasons, _ = cupy.rules(release, variant, cc, driver)
     return rules.combine(reasons, {}), {r.rule: r for r in reasons}
 
 
@@ -94,7 +95,7 @@ def test_cupy_ctk_is_read_from_the_spec_and_advised_where_it_brings_the_nvrtc_th
 
 
 def _tensorflow(release, variant, cc, driver="580.65.06"):
-    reasons, _ = rules._tensorflow(release, variant, cc, driver, None, None)
+    reasons, _ = tensorflow.rules(release, variant, cc, driver)
     return {r.rule: r for r in reasons}
 
 

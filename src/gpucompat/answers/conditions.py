@@ -13,11 +13,12 @@ from __future__ import annotations
 from packaging.version import Version
 
 from ..knowledge import tables
-from ..knowledge.rules import FAIL, PASS, TF_INSTALL, UNCERTAIN
+from ..knowledge.frameworks.tensorflow import TF_INSTALL
+from ..knowledge.rules import FAIL, PASS, UNCERTAIN
 
 CONDITIONAL = "conditional"
 NEEDS_SYSTEM_CUDA = "NEEDS_SYSTEM_CUDA"
-SYSTEM_LIBRARIES_RULE = "CUDA libraries"  # the TensorFlow rule (knowledge/rules.py) that says where its libraries come from
+SYSTEM_LIBRARIES_RULE = "CUDA libraries"  # the TensorFlow rule (knowledge/frameworks/tensorflow.py) that says where its libraries come from
 
 
 def system_libraries(framework: str, version: str, variant: str | None) -> dict | None:
