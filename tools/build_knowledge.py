@@ -47,6 +47,12 @@ def _driver_key(text: str) -> tuple:
     return tuple(int(p) for p in re.findall(r"\d+", text))
 
 
+# the shared file read the exact 12.x floor from copies of NVIDIA's table; NVIDIA's own repository gives it
+COPIED_FLOOR = "exact 525.60.13/527.41 from copies of NVIDIA compat table"
+NVIDIA_FLOOR = ("exact 525.60.13 (Linux) / 527.41 (Windows) for 12.x from NVIDIA/cuda-python @08ac62f5 cuda_core/docs/source/install.rst "
+                "('Driver: 525.60.13+ (Linux), 527.41+ (Windows)' for CUDA 12; '580.65+ (Linux), 580.88+ (Windows)' for CUDA 13)")
+
+
 def cuda_drivers(shared: Path) -> None:
     best: dict[str, dict] = {}
     for row in read(shared, "A_cuda_toolkit_driver_min.csv"):
@@ -57,7 +63,7 @@ def cuda_drivers(shared: Path) -> None:
         if cuda not in best or _driver_key(driver) < _driver_key(best[cuda]["toolkit_driver_min"]):
             best[cuda] = {
                 "cuda": cuda, "toolkit_driver_min": driver, "compat_driver_min": COMPAT_MIN.get(cuda.split(".")[0], ""),
-                "confidence": row["confidence"], "source": row["source"],
+                "confidence": row["confidence"], "source": row["source"].replace(COPIED_FLOOR, NVIDIA_FLOOR),
             }
     for row in _facts("cuda_drivers.csv"):  # releases the shared file lacks or cites from a third party (tools/facts)
         best[row["cuda"]] = {"cuda": row["cuda"], "toolkit_driver_min": row["toolkit_driver_min"],
