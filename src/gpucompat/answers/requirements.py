@@ -13,7 +13,9 @@ import re
 from dataclasses import replace
 
 from ..errors import UserError
+from ..knowledge import conda_builds
 from ..knowledge.rules import FAIL, PASS, UNCERTAIN, Reason, combine, predict_stack
+from ..knowledge.tables import version as as_version
 from ..knowledge.wheels import cuda_wheel, cupy_rule, in_toolkit, jax_plugin_rule, majors_rule, pin_rule, wheel_rule
 from ..space import PYTORCH_INDEX
 from . import conditions
@@ -111,7 +113,7 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
         rows.append(row)
         gpu_names.add(torch.name)
         cuda = prediction.resolved.get("cuda_runtime")
-        if cuda and variant != "cpu":
+        if cuda and variant != "cpu" and not torch.conda:  # conda's pytorch brings conda's CUDA, not pip's nvidia-* wheels
             majors.append((f"torch {question.version} ({prediction.resolved.get('variant', variant)})", int(cuda.split(".")[0])))
             torch_build = {"pin": torch, "version": question.version}
         if variant == "default" and not torch.conda and question.version:
@@ -123,7 +125,7 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
         row, question, prediction = _framework_row(tf, tf.name, variant, where, python, [])
         rows.append(row)
         gpu_names.add(tf.name)
-        if prediction.resolved.get("cuda_runtime") and variant == "and-cuda":
+        if prediction.resolved.get("cuda_runtime") and variant == "and-cuda" and not tf.conda:
             majors.append((f"tensorflow[and-cuda] {question.version}", int(prediction.resolved["cuda_runtime"].split(".")[0])))
     rows += _jax_rows(pins, where, python, set_reasons, majors, gpu_names, conda_cuda)
     rows += _cupy_rows(parsed.pins, where, python, set_reasons, majors, gpu_names, conda_cuda)
@@ -142,11 +144,12 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
         reason = wheel_rule(wheel, where["driver"])
         prediction = combine([reason], {})
         rows.append(_row(pin, f"{wheel.library}, CUDA {wheel.cuda or wheel.cuda_major or '?'}", prediction, []))
-        if wheel.cuda_major:
+        if wheel.cuda_major and not pin.conda:  # conda's CUDA pin is conda's, never a pip wheel that overwrites another
             majors.append((pin.name, wheel.cuda_major))
             wheels.append((pin, wheel.cuda_major))
     mixed = majors_rule(majors)
-    set_reasons = ([mixed] if mixed else []) + set_reasons
+    conda = conda_cuda_rule(parsed.pins, conda_cuda)
+    set_reasons = ([mixed] if mixed else []) + ([conda] if conda else []) + set_reasons
     result = _summary(parsed, rows, set_reasons, gpu_names, where, python)
     result["fixes"] = _package_fixes(rows, result["nearest"]) + (_major_fixes(torch_build, wheels, majors, where, python) if mixed else [])
     return result
@@ -220,7 +223,7 @@ def _jax_rows(pins: dict, where: dict, python: str | None, set_reasons: list, ma
         variant, notes = "cpu", ["no CUDA plugin (jax-cuda12-plugin) and no [cuda12] extra in the file: pip installs JAX for the CPU"]
     anchor = jax or plugins[0]
     row, question, prediction = _framework_row(anchor, "jax", variant, where, python, notes)
-    if variant.startswith("cuda") and variant[4:6].isdigit():
+    if variant.startswith("cuda") and variant[4:6].isdigit() and not anchor.conda:
         majors.append((f"jax[{variant}]", int(variant[4:6])))
     for plugin in plugins:
         mismatch = jax_plugin_rule((jaxlib.version if jaxlib else None) or question.version, plugin.name, plugin.version)
@@ -240,17 +243,55 @@ def _cupy_rows(all_pins: list[Pin], where: dict, python: str | None, set_reasons
             prediction = combine([Reason("CuPy build", UNCERTAIN, note, "https://docs.cupy.dev/en/stable/install.html")], {})
             rows.append(_row(pin, f"cupy {question.version} (from source)", prediction, []))
             continue
-        variant = pin.name[len("cupy-"):] if pin.name != "cupy" else f"cuda{(conda_cuda or '12').split('.')[0]}x"
-        row, _question, _prediction = _framework_row(pin, "cupy", variant, where, python,
-                                                     ["conda's cupy judged as PyPI's wheel of that CUDA"] if pin.conda else [])
+        if pin.name == "cupy":  # conda-forge's cupy: the build conda would resolve, never PyPI's cupy-cudaXXx
+            rows.append(_conda_cupy_row(pin, where, conda_cuda))
+            continue
+        variant = pin.name[len("cupy-"):]
+        row, _question, _prediction = _framework_row(pin, "cupy", variant, where, python, [])
         rows.append(row)
         found = re.fullmatch(r"cuda([0-9]{2})", variant[:6])
-        if found:
+        if found and not pin.conda:  # the one-major rule is about pip's nvidia-* wheels overwriting each other
             majors.append((pin.name, int(found.group(1))))
     duplicate = cupy_rule([p.name for p in cupys if not p.conda])
     if duplicate:
         set_reasons.append(duplicate)
     return rows
+
+
+def _conda_cupy_row(pin: Pin, where: dict, conda_cuda: str | None) -> dict:
+    """conda-forge's cupy: the build its version spec, the environment's CUDA pin and the driver's __cuda resolve to
+    (knowledge/conda_builds.py), judged by the rules of that build's CUDA; Python is conda's to solve, not PyPI's wheels'."""
+    build = conda_builds.cupy(pin.version, pin.specifier, conda_cuda, where["driver"])
+    if build.variant is None:
+        fails = build.version is not None and (conda_cuda is not None or where["driver"] is not None)
+        reason = Reason("conda build", FAIL if fails else UNCERTAIN, build.why, build.source,
+                        "ENV_UNRESOLVABLE" if fails else None, "resolve" if fails else None)
+        return _row(pin, f"conda-forge cupy {build.version or pin.specifier or ''}".strip(), combine([reason], {}), [])
+    prediction = predict_stack("cupy", build.version, build.variant, where["cc"], where["driver"], None,
+                               cuda_runtime=build.cuda, gpu=where.get("matched") or where.get("gpu"))
+    chosen = Reason("conda build", PASS, build.why, build.source)
+    prediction = combine([chosen, *prediction.reasons], {**prediction.resolved, "conda_build_cuda": build.cuda})
+    row = _row(pin, f"conda-forge cupy {build.version} (CUDA {build.cuda} build)", prediction, [])
+    row["framework"] = {"framework": "cupy", "version": build.version, "variant": build.variant}
+    return row
+
+
+def conda_cuda_rule(pins: list[Pin], conda_cuda: str | None) -> Reason | None:
+    """A conda build made for another CUDA major than the environment pins (pytorch=*=*cuda11.8* beside cuda-version=12.4):
+    the build's own run requirements tie it to its CUDA (cuda-version or cudatoolkit of that major), so conda cannot
+    solve the file. None where they agree or either is not said."""
+    pinned = as_version(conda_cuda)
+    if pinned is None:
+        return None
+    other = [(pin, conda_builds.build_cuda(pin.build)) for pin in pins if pin.conda and pin.name not in _CONDA_CUDA]
+    other = [(pin, cuda) for pin, cuda in other if cuda and as_version(cuda).major != pinned.major]
+    if not other:
+        return None
+    named = ", ".join(f"line {pin.line} {pin.typed!r} (CUDA {cuda})" for pin, cuda in other)
+    return Reason("conda's CUDA", FAIL, f"the environment pins CUDA {conda_cuda}, but {named} is a build for another CUDA major, "
+                  "whose own requirements ask for that major's cuda-version: conda cannot solve the file",
+                  "https://github.com/conda-forge/cuda-version-feedstock (cuda-version: one CUDA per environment; builds depend "
+                  "on it) ; https://github.com/conda-forge/cupy-feedstock/issues/247", "ENV_UNRESOLVABLE", "resolve")
 
 
 def _summary(parsed: Parsed, rows: list[dict], set_reasons: list[Reason], gpu_names: set, where: dict, python: str | None) -> dict:
