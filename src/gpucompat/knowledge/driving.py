@@ -10,6 +10,7 @@ warning, never NO_DEVICE.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from ..model import KERNEL_MODULES
 from . import gpus, tables
@@ -43,6 +44,10 @@ def branch_releases(branch: int) -> list[str]:
     return [d for d in tables.named_drivers() if driver_branch(d) == branch]
 
 
+# One question asks it for every candidate stack (the nearest yes: 121 of them for torch==2.6.0 on an RTX 5090) with the
+# same GPU, driver and module, and each answer reads the device tables; they do not change while a process runs, and a
+# Reason is frozen: judged once per (cc, GPU, driver, module).
+@lru_cache(maxsize=4096)
 def driver_drives_rule(cc: str | None, gpu: str | None, driver: str | None, kernel_module: str | None = None) -> Reason | None:
     """Whether the driver drives the GPU with that flavour of kernel module ('open' or 'proprietary'). Where the flavour
     is not known it is assumed, and the reason says so: the one flavour that drives the GPU's kind at all (before
