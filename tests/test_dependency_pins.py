@@ -27,7 +27,7 @@ def test_the_jax_pins_table_is_each_wheels_metadata_with_its_source():
     assert (cuda12.jaxlib, cuda12.jaxlib_resolves, cuda12.plugin_resolves) == ("==0.4.36", "0.4.36", "0.4.36")
     assert cuda12.moved and cuda12.judged_by == "0.4.36"
     assert not pins.jax_pins("0.4.36", "cuda12").moved
-    assert pins.jax_pins("0.4.37", "cuda13") is None and "cuda13" not in pins.jax_extras("0.4.37")
+    assert pins.jax_pins("0.4.37", "cuda13") is None and "cuda13" not in pins.jax_extras("0.4.37")[0]
 
 
 def test_a_jax_version_pypi_never_listed_is_no_such_release():
@@ -36,3 +36,23 @@ def test_a_jax_version_pypi_never_listed_is_no_such_release():
     with pytest.raises(UserError, match=r"jax 0\.13\.0: no such release .*gpucompat knowledge update"):  # newer: maybe since
         explain("jax==0.13.0", "NVIDIA H100 80GB HBM3", None, "550.54.15")
     explain("jax[cuda12]==0.4.37", "NVIDIA H100 80GB HBM3", None, "550.54.15")  # exists, though no jaxlib 0.4.37 does
+
+
+def test_jax_0_4_37_is_judged_by_the_jaxlib_and_plugin_its_pins_resolve_to():
+    from gpucompat.knowledge.rules import predict_stack
+
+    # on an H100 with driver 550 and Python 3.11: jaxlib 0.4.36's wheels and the 0.4.36 plugin's kernels say yes
+    runs = predict_stack("jax", "0.4.37", "cuda12", "9.0", "550.54.15", "3.11")
+    assert runs.verdict == "pass" and (runs.resolved["jaxlib"], runs.resolved["jax_plugin"]) == ("0.4.36", "0.4.36")
+    assert runs.reasons[0].text.startswith("jax[cuda12] 0.4.37 requires jaxlib==0.4.36 (resolves to jaxlib 0.4.36)")
+    assert "jax-0.4.37-py3-none-any.whl METADATA" in runs.reasons[0].source
+    # Python 3.9: jaxlib 0.4.36 has no wheel for it (before, jaxlib 0.4.37's missing file list made this uncertain)
+    old_python = predict_stack("jax", "0.4.37", "cuda12", "9.0", "550.54.15", "3.9")
+    assert (old_python.verdict, old_python.code) == ("fail", "ENV_UNRESOLVABLE")
+    assert "jaxlib 0.4.36 has Linux x86_64 wheels for Python 3.10 to 3.13, not 3.9" in [r.text for r in old_python.reasons]
+    # an extra the release's metadata does not declare: pip ignores it and installs jax for the CPU
+    no_extra = predict_stack("jax", "0.4.37", "cuda13", "9.0", "580.65.06", "3.11")
+    assert (no_extra.verdict, no_extra.code) == ("fail", "NO_DEVICE") and "declares no [cuda13] extra" in no_extra.reasons[0].text
+    # a release whose pins name its own number is judged as before, its pins shown in the resolved facts
+    plain = predict_stack("jax", "0.4.38", "cuda12", "9.0", "550.54.15", "3.11")
+    assert plain.verdict == "pass" and plain.resolved["jaxlib"] == "0.4.38" and not plain.reasons[0].rule.startswith("jaxlib and plugin")

@@ -40,6 +40,10 @@ class JaxPins:
         judged = self.judged_by
         return judged is not None and tables.version(judged) != tables.version(self.release.split("+")[0])
 
+    def facts(self) -> dict:
+        """For the resolved facts: the jaxlib and plugin the pins resolve to (a rule reads `jaxlib` for PyPI's wheel list)."""
+        return {"jaxlib": self.jaxlib_resolves.split("+")[0] or None, "jax_plugin": self.plugin_resolves or None}
+
     def sentence(self) -> str:
         what = f"jax[{self.extra}] {self.release}" if self.extra else f"jax {self.release}"
         said = f"{what} requires jaxlib{self.jaxlib} (resolves to jaxlib {self.jaxlib_resolves})"
@@ -74,11 +78,11 @@ def jax_pins(release: str, variant: str) -> JaxPins | None:
                    f"{row['source']} ; {JAX_PINS}")
 
 
-def jax_extras(release: str) -> list[str] | None:
-    """The CUDA extras the release's metadata declares; None where its metadata was not read."""
+def jax_extras(release: str) -> tuple[list[str], str] | None:
+    """(the CUDA extras the release's metadata declares, where that was read); None where its metadata was not read."""
     want = tables.version(release.split("+")[0])
     rows = _jax_rows()
     base = rows.get((want, "")) if want is not None else None
     if base is None or "Requires-Dist" not in base["source"]:
         return None
-    return sorted(extra for (release_, extra) in rows if release_ == want and extra)
+    return sorted(extra for (release_, extra) in rows if release_ == want and extra), f"{base['source']} ; {JAX_PINS}"

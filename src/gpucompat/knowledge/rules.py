@@ -225,7 +225,7 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
                               f"{stuck['reason']}{nearest}", stuck["source"], "ENV_UNRESOLVABLE", "resolve"))
     package = wheel_package(framework, variant)
     if python and package and not any(r.rule == "variant exists" and r.verdict == FAIL for r in reasons):
-        wheel = wheel_rule(package, release, python)
+        wheel = wheel_rule(package, resolved.get(package) or release, python)  # a release whose pins resolve to another number
         documented = [r for r in reasons if r.rule == "wheel for this Python"]  # TensorFlow's tested Pythons
         if wheel.verdict != UNCERTAIN or not documented:  # PyPI's file list outranks a document; without it the document stands
             reasons = [r for r in reasons if r.rule != "wheel for this Python"] + [wheel]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from .. import tables
+from .. import pins, tables
 from ..arch import _arch, arch_rule, sass_runs
 from ..compilers import knows, ptxas_pin
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason
@@ -14,6 +14,7 @@ from ..rules import driver_rule, minimum_rule, predict_stack, semicolon_list
 from ..tables import version
 
 JUDGES_PRERELEASES = False
+PINS_RULE = "jaxlib and plugin from the release's pins"
 LISTS_EVERY_BUILD = True  # the rows span every release that had each extra
 
 
@@ -21,6 +22,16 @@ def rules(release: str, variant: str, cc: str | None, driver: str | None, python
           arch: tuple | None = None) -> tuple[list[Reason], dict]:
     if variant == "cpu":
         return [Reason("CPU build", FAIL, "jax without a CUDA extra runs on the CPU only", "https://docs.jax.dev/en/latest/installation.html", "NO_DEVICE", "device")], {}
+    pinned = pins.jax_pins(release, variant)  # the release's own metadata: jax 0.4.37[cuda12] pins jaxlib==0.4.36
+    if pinned is not None and pinned.moved and not getattr(pins.jax_pins(pinned.judged_by, variant), "moved", False):
+        # judged by the jaxlib and plugin its pins resolve to, not a same-number guess (one step: pins never chain)
+        reasons, resolved = rules(pinned.judged_by, variant, cc, driver, python, cuda_runtime, arch)
+        return [Reason(PINS_RULE, PASS, pinned.sentence(), pinned.source), *reasons], {**resolved, **pinned.facts()}
+    declared = pins.jax_extras(release)
+    if declared is not None and variant.startswith("cuda") and variant.replace("-", "_") not in declared[0]:
+        return [Reason("variant exists", FAIL, f"jax {release}'s metadata declares no [{variant}] extra (its CUDA extras: "
+                       f"{', '.join(declared[0]) or 'none'}); pip ignores an unknown extra and installs jax for the CPU only",
+                       declared[1], "NO_DEVICE", "device")], {}
     build = tables.jax_build(release, variant)
     rows = [r for r in tables.table("jax_builds") if r["variant"] == variant]
     want = version(release.split("+")[0])
@@ -51,7 +62,7 @@ def rules(release: str, variant: str, cc: str | None, driver: str | None, python
     compiler = ptxas_rule(release, variant, cc, sass)
     if compiler is not None:
         reasons.append(compiler)
-    return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx}
+    return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx, **(pinned.facts() if pinned else {})}
 
 
 
