@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ..errors import UserError
 from ..knowledge import conda_builds
+from ..knowledge.reasons import STAGE_ORDER
 from ..knowledge.rules import FAIL, PASS, UNCERTAIN, Reason, combine, predict_stack
 from ..knowledge.tables import version as as_version
 from ..knowledge.wheels import cuda_wheel, cupy_rule, in_toolkit, jax_plugin_rule, majors_rule, pin_rule, wheel_rule
@@ -151,24 +152,36 @@ def judge(parsed: Parsed, where: dict, python: str | None) -> dict:
     conda = conda_cuda_rule(parsed.pins, conda_cuda)
     set_reasons = ([mixed] if mixed else []) + ([conda] if conda else []) + set_reasons
     result = _summary(parsed, rows, set_reasons, gpu_names, where, python)
-    result["fixes"] = _package_fixes(rows, result["nearest"]) + (_major_fixes(torch_build, wheels, majors, where, python) if mixed else [])
+    fixes = _package_fixes(rows, result["nearest"], parsed) + (_major_fixes(torch_build, wheels, majors, where, python, parsed) if mixed else [])
+    if fixes:  # offered only where the set each leaves resolves (fix_check runs uv; imported here: a yes costs nothing)
+        from .fix_check import checked
+
+        fixes, not_offered = checked(fixes, python)
+        result["notes"] = result["notes"] + not_offered
+    result["fixes"] = fixes
     return result
 
 
-def _package_fixes(rows: list[dict], nearest: dict) -> list[dict]:
-    """One fix line per failing framework: its nearest yes that installs (the smallest change first), as a line for the file."""
+def _package_fixes(rows: list[dict], nearest: dict, parsed: Parsed) -> list[dict]:
+    """One fix line per failing framework: its nearest yes that installs (the smallest change first), as a line for the file;
+    `set`: the file with that line changed, for fix_check to resolve."""
+    from .fix_check import changed_set, from_pip_command
+
     fixes = []
     for row in rows:
         if row["verdict"] == PASS or row["read_as"] not in nearest:
             continue
         step = next((n for n in nearest[row["read_as"]] if n.get("install") and n.get("verdict") == PASS), None)
         if step is not None:
+            requirements, indexes = from_pip_command(step["install"]["pip"])
             fixes.append({"for": row["package"], "line": row["line"], "text": f"line {row['line']}: {step['spec']} instead of "
-                          f"{row['typed']} ({step['label']})", "install": step["install"]["pip"]})
+                          f"{row['typed']} ({step['label']})", "install": step["install"]["pip"],
+                          "set": changed_set(parsed, replace={row["line"]: "\n".join(requirements)}, indexes=indexes)})
     return fixes
 
 
-def _major_fixes(torch: dict | None, wheels: list[tuple[Pin, int]], majors: list, where: dict, python: str | None) -> list[dict]:
+def _major_fixes(torch: dict | None, wheels: list[tuple[Pin, int]], majors: list, where: dict, python: str | None,
+                 parsed: Parsed) -> list[dict]:
     """For a set that mixes CUDA majors, the two ways out: drop CUDA's own wheels of the other major (the frameworks bring
     their libraries for their own), or take torch's build for the wheels' major, where one exists and runs here."""
     wheel_names = {pin.name for pin, _ in wheels}
@@ -179,14 +192,18 @@ def _major_fixes(torch: dict | None, wheels: list[tuple[Pin, int]], majors: list
     others = [(pin, m) for pin, m in wheels if m != major]
     names = sorted({what for what, m in majors if what not in wheel_names})
     are = f"is a CUDA {major} build and brings its" if len(names) == 1 else f"are CUDA {major} builds and bring their"
+    from .fix_check import changed_set, from_pip_command
+
     fixes = [{"for": "set", "line": None, "install": None,
               "text": f"remove {', '.join(f'line {pin.line} ({pin.name})' for pin, _ in others)}: {', '.join(names)} {are} own "
-                      f"CUDA {major} libraries"}]
+                      f"CUDA {major} libraries", "set": changed_set(parsed, drop={pin.line for pin, _ in others})}]
     wanted = {m for _pin, m in others}
     build = _torch_build_for(torch["version"], wanted.pop(), where, python) if torch and len(wanted) == 1 else None
     if build is not None:
+        _requirements, indexes = from_pip_command(build[1])
         fixes.append({"for": "set", "line": torch["pin"].line, "install": build[1],
-                      "text": f"or keep them and take torch's build for their CUDA: line {torch['pin'].line} torch=={torch['version']}+{build[0]}"})
+                      "text": f"or keep them and take torch's build for their CUDA: line {torch['pin'].line} torch=={torch['version']}+{build[0]}",
+                      "set": changed_set(parsed, replace={torch["pin"].line: f"torch=={torch['version']}+{build[0]}"}, indexes=indexes)})
     return fixes
 
 
@@ -299,6 +316,9 @@ def _summary(parsed: Parsed, rows: list[dict], set_reasons: list[Reason], gpu_na
     verdict = FAIL if FAIL in verdicts else UNCERTAIN if UNCERTAIN in verdicts or not rows else \
         conditions.CONDITIONAL if conditions.CONDITIONAL in verdicts else PASS
     failing = [r for r in rows if r["verdict"] == FAIL] + [{"code": r.code, "stage": r.stage} for r in set_reasons if r.verdict == FAIL]
+    # the headline is what blocks first, as one stack's is (reasons.combine): a driver too old, then the ladder's order, so a
+    # set pip cannot install is ENV_UNRESOLVABLE even where it would also mix CUDA majors at import
+    failing.sort(key=lambda f: (f["code"] != "DRIVER_TOO_OLD", STAGE_ORDER.get(f["stage"] or "", 9)))
     nearest = {}
     for row in rows:
         if row["verdict"] != PASS and row.get("framework"):

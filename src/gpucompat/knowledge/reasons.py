@@ -52,7 +52,7 @@ class Prediction:
         }
 
 
-_STAGE_ORDER = {"resolve": 0, "install": 1, "import": 2, "device": 3, "compute": 4}
+STAGE_ORDER = {"resolve": 0, "install": 1, "import": 2, "device": 3, "compute": 4}  # the ladder: what blocks first
 
 
 def disagreeing(reasons: list[Reason]) -> list[Reason]:
@@ -76,7 +76,7 @@ def combine(reasons: list[Reason], resolved: dict) -> Prediction:
     the ladder's stage order deciding within each; without a failure, uncertain where any reason is, else a pass."""
     reasons = disagreeing(reasons)
     failures = sorted((r for r in reasons if r.verdict == FAIL),
-                      key=lambda r: (not (r.rule == DRIVES or r.code == "DRIVER_TOO_OLD"), _STAGE_ORDER.get(r.stage or "", 9)))
+                      key=lambda r: (not (r.rule == DRIVES or r.code == "DRIVER_TOO_OLD"), STAGE_ORDER.get(r.stage or "", 9)))
     warnings = [r.warning for r in reasons if r.warning]
     if failures:
         return Prediction(FAIL, failures[0].code, failures[0].stage, warnings, reasons, resolved, failures[0].confidence)

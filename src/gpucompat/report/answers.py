@@ -201,7 +201,8 @@ def requirements_view(result: dict, full_sources: bool = False, wide: bool = Fal
     if result.get("fixes"):  # a line per failing package and for the set: what to change in the file
         out.append(Text("Fix:"))
         for fix in result["fixes"]:
-            out += [Padding(Text(fix["text"]), (0, 0, 0, 2)), *([WholeLine(fix["install"])] if fix["install"] else [])]
+            unchecked = f" ({fix['checked']})" if fix.get("checked", "resolves") != "resolves" else ""  # never shown as if it resolved
+            out += [Padding(Text(fix["text"] + unchecked), (0, 0, 0, 2)), *([WholeLine(fix["install"])] if fix["install"] else [])]
     for spec, items in result["nearest"].items():
         out += nearest_view(items, f"{gpu_text(t)}, driver {t['driver']}, instead of {spec}")
     return out + sources.view(full_sources)
