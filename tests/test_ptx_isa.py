@@ -60,3 +60,14 @@ def test_nothing_is_said_where_the_driver_takes_the_compilers_ptx_and_sass_runs(
     assert ptx.runtime_ptx_rule("13.0", "9.0", "580.65.06") is None
     assert ptx.runtime_ptx_rule("13.0", None, "580.65.06") is None
     assert ptx.ptx_jit_rule("NVRTC", "13.0", None, "sm_90", True) is None
+
+
+def test_predict_stack_judges_a_cuda_runtime_by_its_nvrtcs_ptx():
+    from gpucompat.knowledge.rules import predict_stack
+
+    compatible = predict_stack("cuda-runtime", "12.8", "default", "9.0", "550.54.14")
+    jit = next(r for r in compatible.reasons if r.rule == ptx.RULE)
+    assert compatible.verdict == "pass" and any("CUDA_ERROR_UNSUPPORTED_PTX_VERSION" in w for w in compatible.warnings) and jit.verdict == "pass"
+    only_ptx = predict_stack("cuda-runtime", "12.6", "default", "12.0", "550.54.14")
+    assert any(r.rule == ptx.RULE and r.code == "PTX_TOOLCHAIN_TOO_NEW" for r in only_ptx.reasons)
+    assert not any(r.rule == ptx.RULE for r in predict_stack("cuda-runtime", "13.0", "default", "9.0", "580.159.04").reasons)
