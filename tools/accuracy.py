@@ -29,11 +29,22 @@ FACTS = REPO / "tools" / "facts"
 PLAIN_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,2}", re.ASCII)
 
 
+def slices() -> dict[str, dict]:
+    """Which slice each case file belongs to, with what the slice covers (tools/facts/accuracy_slices.csv);
+    a case file the list does not name is a slice of its own, named after the file."""
+    path = FACTS / "accuracy_slices.csv"
+    if not path.exists():
+        return {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        return {r["file"]: r for r in csv.DictReader(handle)}
+
+
 def cases() -> list[dict]:
-    rows = []
+    rows, named = [], slices()
     for path in sorted(FACTS.glob("accuracy_cases_*.csv")):
         with path.open(newline="", encoding="utf-8") as handle:
-            rows += list(csv.DictReader(handle))
+            found = named.get(path.name, {"slice": path.stem[len("accuracy_cases_"):]})["slice"]
+            rows += [{**row, "slice": found, "file": path.name} for row in csv.DictReader(handle)]
     return rows
 
 
@@ -150,14 +161,36 @@ def _summary(title: str, by_framework: dict) -> list[str]:
     return lines
 
 
+def _slice_summary(by_slice: dict, about: dict) -> list[str]:
+    """One line per slice for both scorings: how many agree, and how many of the verdicts given are right."""
+    lines = ["| slice | cases | agree (stated) | confident wrong (stated) | agree (driver assumed) | confident wrong (driver assumed) | "
+             "uncertain or unanswered (driver assumed) | right of the verdicts given (driver assumed) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, (strict, assumed) in by_slice.items():
+        n = sum(assumed.values())
+        verdicts = assumed["agree"] + assumed["confident wrong"]
+        share = f"{100 * assumed['agree'] / verdicts:.0f} % of {verdicts}" if verdicts else "no verdict given"
+        lines.append(f"| **{name}**: {_cell(about.get(name, name))} | {n} | {strict['agree']} ({100 * strict['agree'] / n:.0f} %) | {strict['confident wrong']} | "
+                     f"{assumed['agree']} ({100 * assumed['agree'] / n:.0f} %) | {assumed['confident wrong']} | "
+                     f"{assumed['uncertain'] + assumed['unanswered']} | {share} |")
+    return lines + [""]
+
+
 def section_cases(lines: list[str]) -> None:
     why_by_case = notes()
-    rows, strict, assumed = [], {}, {}
+    rows, strict, assumed, by_slice, wrong, files = {}, {}, {}, {}, [], {}
     for case in cases():
         first, second = predict_case(case), predict_case(case, assume_driver=True)
         result, result2 = judge(case, first), judge(case, second)
         strict.setdefault(case["framework"], Counter())[result] += 1
         assumed.setdefault(case["framework"], Counter())[result2] += 1
+        counts = by_slice.setdefault(case["slice"], (Counter(), Counter()))
+        counts[0][result] += 1
+        counts[1][result2] += 1
+        if case["file"] not in files.setdefault(case["slice"], []):
+            files[case["slice"]].append(case["file"])
+        if "confident wrong" in (result, result2):
+            wrong.append(case)
         said, _ = _said(first)
         said2, deciding = _said(second)
         what = f"{case['observed']} {case['observed_code']}".strip()
@@ -165,12 +198,14 @@ def section_cases(lines: list[str]) -> None:
         stack = f"{case['framework']} {case['version']}" + (f" [{case['variant']}]" if case["variant"] else "")
         extra = ", ".join(x for x in (f"driver {case['driver']}" if case["driver"] else "", f"Python {case['python']}" if case["python"] else "") if x)
         note = why_by_case.get(case["case"], "") if "agree" not in (result, result2) or result2 != "agree" else ""
-        rows.append(f"| [{case['case']}]({case['url']}) | {_cell(stack)} | {_cell(target)}{'; ' + _cell(extra) if extra else ''} | {what} | "
+        rows.setdefault(case["slice"], []).append(f"| [{case['case']}]({case['url']}) | {_cell(stack)} | {_cell(target)}{'; ' + _cell(extra) if extra else ''} | {what} | "
                     f"{said} | {result} | {said2} | **{result2}** | {_cell(deciding)}{' — *' + _cell(note) + '*' if note else ''} |")
     total = sum(sum(c.values()) for c in strict.values())
+    about = {r["slice"]: r["title"] for r in slices().values()}
+    listed = ", ".join(f"`tools/facts/{f}`" for names in files.values() for f in names)
     lines += ["## (a) Real cases from public bug reports", "",
               f"{total} cases collected from the PyTorch, TensorFlow, JAX and CuPy issue trackers and the projects that use them "
-              "(`tools/facts/accuracy_cases_torch.csv`, `tools/facts/accuracy_cases_other.csv`): each with its URL, the versions exactly "
+              f"({listed}; `tools/facts/accuracy_slices.csv` says which slice each file is): each with its URL, the versions exactly "
               "as the reporter gave them, the GPU, driver and Python where stated, and what happened. The predictor is given only "
               "what the reporter stated: a GPU name is mapped to its compute capability by the knowledge itself; a driver given "
               "as a branch number only ('535') is not used; a variant not stated is the plain `pip install` of that framework.", "",
@@ -178,10 +213,19 @@ def section_cases(lines: list[str]) -> None:
               "its CUDA). So the cases are scored twice: with the stated facts only, and with a driver the report does not state "
               "taken as the oldest that supports the stack's CUDA (the report is about the stack; a stated driver is always used, "
               "and every case that reports DRIVER_TOO_OLD states one).", "",
+              "**Per slice.** Each slice is a set of cases collected together, for the part of the question it was collected for; a "
+              "slice added for what the corpus lacked says how well the predictor does there, which the overall figure hides.", "",
+              *_slice_summary(by_slice, about),
               *_summary("Stated facts only", strict), *_summary("A driver the report does not state taken as just new enough", assumed),
-              "Every miss (a result other than *agree* in the second scoring) is explained in italics after the predictor's reason.", "",
-              "| case | stack | GPU | happened | predicted (stated) | result | predicted (driver assumed) | result | the predictor's reason — *why it missed* |",
-              "|---|---|---|---|---|---|---|---|---|", *rows, ""]
+              "**Every confident wrong answer**, in either scoring, with its diagnosis: a fact the knowledge does not model yet, or a case "
+              "whose record was wrong (`tools/facts/accuracy_notes.csv`).", "",
+              *([f"- [{c['case']}]({c['url']}) (slice {c['slice']}): {_cell(why_by_case.get(c['case'], ''))}" for c in wrong]
+                or ["- none"]), "",
+              "Every miss (a result other than *agree* in the second scoring) is explained in italics after the predictor's reason.", ""]
+    for name, slice_rows in rows.items():
+        lines += [f"### Slice {name}: {_cell(about.get(name, name))}", "",
+                  "| case | stack | GPU | happened | predicted (stated) | result | predicted (driver assumed) | result | the predictor's reason — *why it missed* |",
+                  "|---|---|---|---|---|---|---|---|---|", *slice_rows, ""]
 
 
 def section_evidence(lines: list[str]) -> Counter:
