@@ -102,3 +102,37 @@ def test_a_plan_target_names_its_kernel_module():
     assert parse_plan(plan.format("open")).targets[0].kernel_module == "open"
     with pytest.raises(UserError, match="kernel_module 'closed' is not a driver kernel module; write 'open' or 'proprietary'"):
         parse_plan(plan.format("closed"))
+
+
+def test_explain_and_advise_take_the_kernel_module(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    ask = ["torch==2.8.0", "--gpu", "RTX 5090", "--driver", "570.86.16", "--python", "3.12", "--json"]
+    proprietary = json.loads(run_cli("explain", *ask, "--kernel-module", "proprietary").stdout)
+    assert (proprietary["verdict"], proprietary["code"]) == ("fail", "NO_DEVICE") and proprietary["target"]["kernel_module"] == "proprietary"
+    assert proprietary["nearest"][0]["label"] == "the other kernel module" and "open kernel modules" in proprietary["nearest"][0]["text"]
+    assert json.loads(run_cli("explain", *ask, "--kernel-module", "open").stdout)["verdict"] == "pass"
+    said = json.loads(run_cli("explain", *ask).stdout)  # not given, not this machine's: the only flavour that drives it, said
+    assert said["verdict"] == "pass" and any("open kernel modules assumed" in r["text"] for r in said["reasons"])
+    wrong = run_cli("explain", *ask, "--kernel-module", "closed")
+    assert wrong.returncode == 2 and "--kernel-module 'closed' is not a driver kernel module; give open or proprietary." in wrong.stderr
+    advised = json.loads(run_cli("advise", "torch", "--gpu", "RTX 5090", "--driver", "570.86.16", "--kernel-module", "proprietary",
+                                 "--python", "3.12", "--json", "--db", f"sqlite:///{tmp_path / 'g.db'}").stdout)
+    assert advised["predicted"] == [] and "--kernel-module open" in " ".join(advised["notes"])
+
+
+def test_a_pool_class_judges_with_its_own_kernel_module():
+    from gpucompat.answers.asked import resolve_pool
+    from gpucompat.answers.observed import Observations
+    from gpucompat.answers.pool import answer as pool_answer
+    from gpucompat.answers.questions import read
+    from gpucompat.model import Target
+
+    targets = [Target("NVIDIA B200", "10.0", "570.86.16", count=8, kernel_module="proprietary"),
+               Target("NVIDIA B200", "10.0", "570.86.16", count=8, kernel_module="open"), Target("NVIDIA B200", "10.0", "570.86.16", count=8)]
+    pool = resolve_pool("slurm", targets, "test", None, kernel_module="proprietary")  # --kernel-module: for a class that says none
+    assert [c.kernel_module for c in pool.classes] == ["proprietary", "open", "proprietary"]
+    classes = pool_answer(read("torch==2.8.0"), "default", pool, "3.12", Observations([]))["classes"]
+    assert [c["code"] for c in classes] == ["NO_DEVICE", None, "NO_DEVICE"]

@@ -120,7 +120,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
     Python judged by the rules), then predicted passes; `left_out` says why every other candidate is not advised."""
     framework, where, python = asked.framework, asked.target, asked.python
     driver, name = where["driver"], where.get("matched") or where.get("gpu")
-    drives = driver_drives_rule(where["cc"], name, driver)
+    drives = driver_drives_rule(where["cc"], name, driver, where.get("kernel_module"))
     if drives is not None and drives.verdict == FAIL:  # no stack can use a GPU its driver does not drive: advise none
         return {"framework": framework, "notes": [*asked.notes, undriven_sentence(framework, where, drives)], "target": asked.target_view(),
                 "observed": [], "predicted": [], "left_out": [], "undriven": drives.text,
@@ -134,7 +134,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
         seen.add((row["version"], row["variant"]))
         # it passed on this GPU class; whether it runs with this driver and Python the rules judge, with the CUDA it really had
         check = predict_stack(framework, release_for(framework, row["version"], row["variant"]), row["variant"], where["cc"], driver, python,
-                              row.get("cuda_runtime") or None, gpu=name)
+                              row.get("cuda_runtime") or None, gpu=name, kernel_module=where.get("kernel_module"))
         if check.verdict == "fail":
             left_out.append({"source": "observed", "version": row["version"], "variant": row["variant"], "why": _why_not(check)})
             continue
@@ -162,7 +162,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
         if any(v == release or v.startswith(release + ".") and version.endswith(".*") for v, var in refuted if var == variant):
             left_out.append({"source": "observed", "version": version, "variant": variant, "why": "a stored sweep saw it fail on this GPU class"})
             continue
-        exact, p = _first_running(framework, version, variant, where["cc"], driver, python, name)
+        exact, p = _first_running(framework, version, variant, where["cc"], driver, python, name, where.get("kernel_module"))
         if p.verdict != PASS:
             left_out.append({"source": "predicted", "version": exact, "variant": variant, "why": _why_not(p)})
             continue
@@ -210,24 +210,27 @@ def series_releases(framework: str, version: str, variant: str) -> list[str]:
     return found or [version]
 
 
-def _first_running(framework: str, version: str, variant: str, cc: str, driver: str, python: str | None, gpu: str | None):
+def _first_running(framework: str, version: str, variant: str, cc: str, driver: str, python: str | None, gpu: str | None,
+                   kernel_module: str | None = None):
     """(exact version, prediction): the newest release of the candidate's series predicted to run; else its newest, judged."""
     first = None
     for exact in series_releases(framework, version, variant):
-        p = predict_stack(framework, release_for(framework, exact, variant), variant, cc, driver, python, gpu=gpu)
+        p = predict_stack(framework, release_for(framework, exact, variant), variant, cc, driver, python, gpu=gpu,
+                          kernel_module=kernel_module)
         if p.verdict == PASS:
             return exact, p
         first = first or (exact, p)
     return first
 
 
-def newest_running(framework: str, cc: str | None, driver: str, python: str | None, gpu: str | None) -> tuple[str, str, Prediction] | None:
+def newest_running(framework: str, cc: str | None, driver: str, python: str | None, gpu: str | None,
+                   kernel_module: str | None = None) -> tuple[str, str, Prediction] | None:
     """(exact version, variant, prediction) of what advise would advise first without a store: the newest candidate
     predicted to run on this GPU and driver with this Python, a self-contained build before one that needs the system's
     CUDA libraries. For the nearest yes, on this driver or on a branch that drives the GPU."""
     conditional = None
     for version, variant in candidates(framework):
-        exact, p = _first_running(framework, version, variant, cc, driver, python, gpu)
+        exact, p = _first_running(framework, version, variant, cc, driver, python, gpu, kernel_module)
         if p.verdict != PASS:
             continue
         if system_libraries(framework, exact, variant) is None:
@@ -244,7 +247,7 @@ def why_empty(asked: Asked, left_out: list[dict]) -> str:
     said = f"No {framework} release the knowledge holds is predicted to run on {here}"
     if python:  # where the Python is what is in the way: the newest stack that runs with another, and which Pythons it has
         for version, variant in candidates(framework):
-            exact, p = _first_running(framework, version, variant, where["cc"], where["driver"], None, gpu)
+            exact, p = _first_running(framework, version, variant, where["cc"], where["driver"], None, gpu, where.get("kernel_module"))
             if p.verdict == PASS:
                 pythons = wheel_pythons(framework, release_for(framework, exact, variant), variant)
                 with_python = f" with Python {pythons[0]} to {pythons[-1]}" if len(pythons) > 1 else f" with Python {pythons[0]}" if pythons else ""
@@ -252,7 +255,8 @@ def why_empty(asked: Asked, left_out: list[dict]) -> str:
                         f"{spec_text(framework, exact, variant)} would run{with_python} ({install_command(framework, exact, variant)}).")
     for version, variant in candidates(framework):  # a newer driver for the newest candidate that one would make run
         exact = series_releases(framework, version, variant)[0]
-        newer = oldest_driver(framework, release_for(framework, exact, variant), variant, where["cc"], where["driver"], python, gpu)
+        newer = oldest_driver(framework, release_for(framework, exact, variant), variant, where["cc"], where["driver"], python, gpu,
+                              where.get("kernel_module"))
         if newer is not None:
             return f"{said}. Driver {newer['driver']} or newer would run {spec_text(framework, exact, variant)} (an administrator's change)."
     first = left_out[0]["why"] if left_out else "the knowledge holds no candidate"
@@ -260,9 +264,15 @@ def why_empty(asked: Asked, left_out: list[dict]) -> str:
 
 
 def undriven_sentence(framework: str, where: dict, drives: Reason) -> str:
-    """advise's one sentence for a GPU its driver does not drive, with the command that lists what a driving branch runs."""
-    branch, on, head = driving_branch(where["cc"], where.get("matched") or where.get("gpu"), where["driver"])
+    """advise's one sentence for a GPU its driver does not drive, with the command that lists what a driving branch runs
+    (or, where the driver's other kernel module drives it, what that module runs)."""
     name = where.get("matched") or where.get("gpu")
     gpu = f"--gpu '{name}'" if name else f"--cc {where['cc']}"
+    module = where.get("kernel_module")
+    other = {"open": "proprietary", "proprietary": "open"}.get(module or "")
+    if other and (by_other := driver_drives_rule(where["cc"], name, where["driver"], other)) is not None and by_other.verdict == PASS:
+        return (f"{drives.text}, so no {framework} stack can use it with the {module} kernel modules; `gpucompat advise {framework} "
+                f"{gpu} --driver {where['driver']} --kernel-module {other}` lists what the {other} ones run")
+    branch, on, head = driving_branch(where["cc"], name, where["driver"])
     then = f"; `gpucompat advise {framework} {gpu} --driver {on}` lists what R{branch} runs" if on else ""
     return f"{drives.text}, so no {framework} stack can use it ({head}){then}"

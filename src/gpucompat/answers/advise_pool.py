@@ -70,7 +70,7 @@ class Judge:
             if seen:
                 self.memo[key] = "observed" if seen[0]["code"] == "PASS" else None
             else:
-                p = predict_stack(self.framework, release, variant, c.cc, c.driver, python, gpu=c.gpu)
+                p = predict_stack(self.framework, release, variant, c.cc, c.driver, python, gpu=c.gpu, kernel_module=c.kernel_module)
                 self.memo[key] = "predicted" if p.verdict == PASS else None
         return self.memo[key]
 

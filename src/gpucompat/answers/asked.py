@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import branch_releases, wheel_pythons
-from ..model import EXECUTORS, Target
+from ..model import EXECUTORS, KERNEL_MODULES, Target
 from ..plan import DRIVER_VERSION, PYTHON_VERSION, load_plan
 from .questions import Question, framework_name, release_of, spec_text
 from .questions import read as read_stack
@@ -56,7 +56,7 @@ class PoolClass:
     driver: str | None  # the driver judged (class_driver)
     driver_from: str
     request: str | None  # how to ask the scheduler for one GPU of the class
-    kernel_module: str | None = None  # the driver's kernel module (open or proprietary): not read yet
+    kernel_module: str | None = None  # the driver's kernel module, 'open' or 'proprietary': the class's own, else --kernel-module
     pythons: tuple[str, ...] = ()  # the Pythons it is judged on: --python or the plan's; () each release's newest
 
     @property
@@ -80,7 +80,8 @@ class PoolClass:
         return {"gpu": self.name, "matched": self.matched, "cc": self.cc,
                 "cc_source": "the pool" if self.cc_from == "the pool" else (row or {}).get("source"),
                 "cc_confidence": "high" if self.cc_from == "the pool" else (row or {}).get("confidence", "high") if row else None,
-                "driver": self.driver, "driver_cuda": supported["cuda"] if supported else None, "gpu_read_as": None}
+                "driver": self.driver, "driver_cuda": supported["cuda"] if supported else None, "gpu_read_as": None,
+                "kernel_module": self.kernel_module}
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,22 @@ def read_driver(driver: str | None) -> tuple[str | None, list[str]]:
                     "(give the full version nvidia-smi shows)"]
 
 
+def read_kernel_module(kernel_module: str | None, here: bool) -> tuple[str | None, list[str]]:
+    """(the driver's kernel module judged, notes): as given (--kernel-module); else, where the driver is this machine's
+    (`here`), the flavour /proc/driver/nvidia/version says is loaded; else None, and the rules assume one and say which."""
+    if kernel_module is not None:
+        if kernel_module not in KERNEL_MODULES:
+            raise UserError(f"--kernel-module {kernel_module[:40]!r} is not a driver kernel module; give open or proprietary.")
+        return kernel_module, []
+    if not here:
+        return None, []
+    from ..discover.local import proc_kernel_module
+
+    found = proc_kernel_module()
+    return found, ([f"kernel module: {found}, this machine's, read from /proc/driver/nvidia/version (give --kernel-module "
+                    "to ask about the other)"] if found else [])
+
+
 def pool_targets(pool: str) -> tuple[str, list[Target], str, tuple[str, ...]]:
     """--pool as given: (the executor whose requests apply, the GPU classes, where they came from, the Pythons a plan
     lists), the way a sweep finds them: the executor's discovery, or a plan's [[targets]] (its "discover" or "local"
@@ -257,8 +274,9 @@ def htcondor_request(targets: list[Target]) -> str | None:
 
 
 def resolve_pool(executor: str, targets: list[Target], origin: str, driver: str | None, pythons: tuple[str, ...] = (),
-                 plan_pythons: tuple[str, ...] = ()) -> Pool:
-    """Each class read once: its GPU as the knowledge names it, its compute capability, its driver, its scheduler request."""
+                 plan_pythons: tuple[str, ...] = (), kernel_module: str | None = None) -> Pool:
+    """Each class read once: its GPU as the knowledge names it, its compute capability, its driver, its scheduler request,
+    its driver's kernel module (the class's own, else --kernel-module's for every class)."""
     check_pool(targets, driver)
     classes = []
     for t in targets:
@@ -267,14 +285,15 @@ def resolve_pool(executor: str, targets: list[Target], origin: str, driver: str 
         class_drv, driver_from = class_driver(t, driver)
         classes.append(PoolClass(t, t.name or None, row["name"] if row else None, cc,
                                  "the pool" if t.cc else "the knowledge" if cc else "unknown", class_drv, driver_from,
-                                 scheduler_request(executor, t), None, pythons))
+                                 scheduler_request(executor, t), t.kernel_module or kernel_module, pythons))
     return Pool(executor, tuple(classes), origin, plan_pythons)
 
 
-def read_pool(pool: str, driver: str | None, python: str | None) -> Pool:
+def read_pool(pool: str, driver: str | None, python: str | None, kernel_module: str | None = None) -> Pool:
     """--pool read once, every class resolved: judged on --python where given, else on the Pythons the plan lists."""
     executor, targets, origin, listed = pool_targets(pool)
-    return resolve_pool(executor, targets, origin, driver, (python,) if python else listed, listed)
+    kernel_module, _notes = read_kernel_module(kernel_module, here=False)
+    return resolve_pool(executor, targets, origin, driver, (python,) if python else listed, listed, kernel_module)
 
 
 def _found(executor: str, targets: list[Target]) -> list[Target]:
@@ -286,8 +305,9 @@ def _found(executor: str, targets: list[Target]) -> list[Target]:
 
 
 def read(spec, requirements: str | None = None, pool: str | None = None, gpu: str | None = None, cc: str | None = None,
-         driver: str | None = None, python: str | None = None, stdin_text: str | None = None) -> Asked:
-    """`explain`'s question, in its three forms: a stack, a requirements file (-r), a pool (--pool)."""
+         driver: str | None = None, python: str | None = None, stdin_text: str | None = None, kernel_module: str | None = None) -> Asked:
+    """`explain`'s question, in its three forms: a stack, a requirements file (-r), a pool (--pool). `kernel_module`: the
+    driver's flavour (--kernel-module); with --pool, every class's that does not say its own."""
     if requirements is not None and (spec or pool):
         raise UserError("-r judges a file: give it without a stack spec or --pool.")
     if requirements is None and not spec:
@@ -301,8 +321,10 @@ def read(spec, requirements: str | None = None, pool: str | None = None, gpu: st
     driver, driver_notes = read_driver(driver)
     if pool is not None:
         return Asked("pool", stack.framework, stack, None, driver, typed_driver, python, python_from, tuple(stack.notes + driver_notes + python_notes),
-                     pool=pool, classes=read_pool(pool, driver, python))
+                     pool=pool, classes=read_pool(pool, driver, python, kernel_module))
+    module, module_notes = read_kernel_module(kernel_module, here=typed_driver is None)
     found, target_notes = where(gpu, cc, driver)
+    found, target_notes = {**found, "kernel_module": module}, target_notes + module_notes
     if stack is not None:
         return Asked("stack", stack.framework, stack, found, found["driver"], typed_driver, python, python_from,
                      tuple(stack.notes + driver_notes + target_notes + python_notes))
@@ -312,8 +334,9 @@ def read(spec, requirements: str | None = None, pool: str | None = None, gpu: st
                  tuple(driver_notes + target_notes + python_notes), requirements=requirements, parsed=load(requirements, stdin_text))
 
 
-def read_advice(framework: str | None, gpu: str | None, cc: str | None, driver: str | None, python: str | None) -> Asked:
-    """`advise`'s question: a framework as people name it (pytorch, tf, cupy-cuda12x...) on a GPU and driver."""
+def read_advice(framework: str | None, gpu: str | None, cc: str | None, driver: str | None, python: str | None,
+                kernel_module: str | None = None) -> Asked:
+    """`advise`'s question: a framework as people name it (pytorch, tf, cupy-cuda12x...) on a GPU, driver and kernel module."""
     framework, _variant, notes = framework_name(framework)
     python, python_from, python_notes = read_python(python, elsewhere=bool(gpu or cc or driver))
     if python_from == NEWEST:
@@ -322,7 +345,9 @@ def read_advice(framework: str | None, gpu: str | None, cc: str | None, driver: 
                         "(give --python X.Y for one)"]
     typed_driver = driver
     driver, driver_notes = read_driver(driver)
+    module, module_notes = read_kernel_module(kernel_module, here=typed_driver is None)
     found, target_notes = where(gpu, cc, driver)
+    found, target_notes = {**found, "kernel_module": module}, target_notes + module_notes
     if found["cc"] is None:
         raise UserError(f"the knowledge holds no GPU named {found['gpu'][:80]!r}, so its compute capability is unknown; give --cc X.Y instead.")
     return Asked("advise", framework, None, found, found["driver"], typed_driver, python, python_from,

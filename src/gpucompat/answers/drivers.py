@@ -12,7 +12,7 @@ MINOR_COMPAT = "minor-version compatibility"
 
 
 def oldest_driver(framework: str, release: str, variant: str, cc: str | None, driver: str, python: str | None,
-                  gpu: str | None = None) -> dict | None:
+                  gpu: str | None = None, kernel_module: str | None = None) -> dict | None:
     """The oldest driver newer than `driver` under which the stack is predicted to pass, and the oldest that runs it
     without CUDA minor-version compatibility (None: no driver makes it pass, as far as the knowledge says)."""
     have = tables.version(driver)
@@ -20,7 +20,7 @@ def oldest_driver(framework: str, release: str, variant: str, cc: str | None, dr
     for candidate in tables.named_drivers():  # every driver the knowledge names as a minimum, oldest first
         if have is not None and Version(candidate) <= have:
             continue
-        p = predict_stack(framework, release, variant, cc, candidate, python, gpu=gpu)
+        p = predict_stack(framework, release, variant, cc, candidate, python, gpu=gpu, kernel_module=kernel_module)
         if p.verdict != PASS:
             continue
         first = first or (candidate, p)

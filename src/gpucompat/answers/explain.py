@@ -15,7 +15,7 @@ __all__ = ["answer", "ask", "explain", "judge"]
 
 
 def judge(question: Question, cc: str | None, driver: str | None, python: str | None, gpu: str | None = None,
-          newest: bool = False) -> tuple[str, list[str], object, str | None]:
+          newest: bool = False, kernel_module: str | None = None) -> tuple[str, list[str], object, str | None]:
     """(the variant judged, notes, the prediction, the Python judged): a question without a build means the first GPU build
     that passes here; where none passes with this Python, the first that this GPU and driver would run (so the answer is the
     Python, never a driver the build the Python rules out would need); else the first the release has. `newest` (a question
@@ -26,12 +26,12 @@ def judge(question: Question, cc: str | None, driver: str | None, python: str | 
     if question.variant is not None:
         judged_python = python_of(question.variant)
         return question.variant, [], predict_stack(question.framework, question.release, question.variant, cc, driver, judged_python,
-                                                   gpu=gpu), judged_python
+                                                   gpu=gpu, kernel_module=kernel_module), judged_python
     choices = typed_variants(question.framework, question.version)
 
     def predicted(variant: str, with_python: str | None):
         return predict_stack(question.framework, release_of(question.framework, question.version, variant), variant, cc, driver, with_python,
-                             gpu=gpu)
+                             gpu=gpu, kernel_module=kernel_module)
 
     judged = [(v, predicted(v, python_of(v))) for v in choices]
     here = next((v for v in choices if predicted(v, None).verdict == PASS), None) if python else None  # the build read without a Python
@@ -49,11 +49,12 @@ def judge(question: Question, cc: str | None, driver: str | None, python: str | 
     return variant, notes, prediction, python_of(variant)
 
 
-def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None) -> dict:
+def explain(spec, gpu: str | None = None, cc: str | None = None, driver: str | None = None, python: str | None = None,
+            kernel_module: str | None = None) -> dict:
     """The stack form read and answered at once, without a store. `spec`: the question as typed, one string ('torch==2.4',
     'torch 2.4') or its words. What is not given of the GPU and driver is this machine's; of the Python, this
     interpreter's. After a fail or an uncertain, `nearest` holds what would pass on the same GPU and driver."""
-    return answer_stack(read_question(spec, None, None, gpu, cc, driver, python), [])
+    return answer_stack(read_question(spec, None, None, gpu, cc, driver, python, kernel_module=kernel_module), [])
 
 
 def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
@@ -61,7 +62,7 @@ def answer_stack(asked: Asked, observed_rows: list[dict]) -> dict:
     question, found = asked.stack, asked.target
     newest = asked.python_from == NEWEST
     variant, assumed, prediction, python = judge(question, found["cc"], found["driver"], asked.python,
-                                                 found.get("matched") or found.get("gpu"), newest)
+                                                 found.get("matched") or found.get("gpu"), newest, found.get("kernel_module"))
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
     notes = list(asked.notes)
     notes[len(question.notes):len(question.notes)] = assumed  # the build assumed right after how the stack was read
@@ -135,7 +136,8 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
         by_key = {c.key: c for c in pool.classes}
         passes = {v: sum(n for key, n in distinct.items()
                          if predict_stack(question.framework, release_of(question.framework, question.version, v), v,
-                                          by_key[key].cc, by_key[key].driver, python_of(v), gpu=by_key[key].gpu).verdict == PASS)
+                                          by_key[key].cc, by_key[key].driver, python_of(v), gpu=by_key[key].gpu,
+                                          kernel_module=by_key[key].kernel_module).verdict == PASS)
                   for v in choices}
         variant = max(choices, key=lambda v: (passes[v], -choices.index(v)))
         notes.insert(len(question.notes), assumed_note(question, variant))
@@ -161,6 +163,7 @@ def answer(asked: Asked, observed_rows: list[dict] | None = None) -> dict:
 
 
 def ask(spec, requirements: str | None, pool: str | None, gpu: str | None, cc: str | None, driver: str | None,
-        python: str | None, stdin_text: str | None = None, observed_rows: list[dict] | None = None) -> dict:
+        python: str | None, stdin_text: str | None = None, observed_rows: list[dict] | None = None,
+        kernel_module: str | None = None) -> dict:
     """The command's three forms read and answered at once (the CLI reads first, then asks the store, then answers)."""
-    return answer(read_question(spec, requirements, pool, gpu, cc, driver, python, stdin_text), observed_rows)
+    return answer(read_question(spec, requirements, pool, gpu, cc, driver, python, stdin_text, kernel_module), observed_rows)

@@ -58,7 +58,7 @@ def _builds(framework: str, version: str, variant: str) -> list[str]:
 
 
 def steps(framework: str, version: str, variant: str, cc: str | None, driver: str, python: str | None,
-          gpu: str | None = None, self_contained: bool = False) -> list[dict]:
+          gpu: str | None = None, self_contained: bool = False, kernel_module: str | None = None) -> list[dict]:
     """The nearest release below and the nearest above the asked one that run here (in whichever of their builds runs):
     the smallest change of version from what was asked; with self_contained, only builds that bring their own CUDA
     libraries (beside a conditional yes, which needs the system's)."""
@@ -77,7 +77,7 @@ def steps(framework: str, version: str, variant: str, cc: str | None, driver: st
             passing = next(((v, p) for v in _builds(framework, text, variant)
                             # another machine's Python (None): each step on the newest Python it has wheels for, as it is shown
                             for p in [predict_stack(framework, release_of(framework, text, v), v, cc, driver,
-                                                    python or newest_python(framework, text, v), gpu=gpu)]
+                                                    python or newest_python(framework, text, v), gpu=gpu, kernel_module=kernel_module)]
                             if p.verdict == PASS and not (self_contained and system_libraries(framework, text, v))), None)
             if passing is None:
                 continue
@@ -90,16 +90,16 @@ def steps(framework: str, version: str, variant: str, cc: str | None, driver: st
 
 
 def other_python(framework: str, version: str, variant: str, cc: str | None, driver: str, python: str | None,
-                 gpu: str | None = None) -> dict | None:
+                 gpu: str | None = None, kernel_module: str | None = None) -> dict | None:
     """Where only the Python is in the way (the stack runs here with a Python it has wheels for): the nearest such Python."""
     if python is None:
         return None
     release = release_of(framework, version, variant)
-    if predict_stack(framework, release, variant, cc, driver, None, gpu=gpu).verdict != PASS:
+    if predict_stack(framework, release, variant, cc, driver, None, gpu=gpu, kernel_module=kernel_module).verdict != PASS:
         return None
     pythons = wheel_pythons(framework, release, variant)
     want = tables.version(python)
-    runs = [p for p in pythons if predict_stack(framework, release, variant, cc, driver, p, gpu=gpu).verdict == PASS]
+    runs = [p for p in pythons if predict_stack(framework, release, variant, cc, driver, p, gpu=gpu, kernel_module=kernel_module).verdict == PASS]
     if not runs or want is None:
         return None
     nearest = min(runs, key=lambda p: (abs(tables.version(p).minor - want.minor), tables.version(p) < want))
@@ -114,18 +114,19 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
     from .advise import newest_running
 
     cc, driver, gpu = where["cc"], where["driver"], where.get("matched") or where.get("gpu")
-    drives = driver_drives_rule(cc, gpu, driver)
+    module = where.get("kernel_module")
+    drives = driver_drives_rule(cc, gpu, driver, module)
     if drives is not None and drives.verdict == FAIL:  # nothing runs on a GPU its driver does not drive: name the drivers that do
         return undriven(framework, version, variant, where, python)
     found = []
     for other in other_variants(framework, version, variant):
-        p = predict_stack(framework, release_of(framework, version, other), other, cc, driver, python, gpu=gpu)
+        p = predict_stack(framework, release_of(framework, version, other), other, cc, driver, python, gpu=gpu, kernel_module=module)
         if p.verdict == PASS and not (self_contained and system_libraries(framework, version, other)):
             found.append(_item("variant", "another variant", framework, version, other, p))
             break
     if not found:  # the same release in another build is the smallest change; else the nearest release down and up
-        found += steps(framework, version, variant, cc, driver, python, gpu, self_contained)
-    best = newest_running(framework, cc, driver, python, gpu) if cc is not None else None
+        found += steps(framework, version, variant, cc, driver, python, gpu, self_contained, module)
+    best = newest_running(framework, cc, driver, python, gpu, module) if cc is not None else None
     if best is not None:
         newest = _item("newest", "newest that works", framework, *best)
         same = next((item for item in found if item["spec"] == newest["spec"]), None)
@@ -133,10 +134,10 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
             same["label"] += " (also the newest)"
         else:
             found.append(newest)
-    python_item = other_python(framework, version, variant, cc, driver, python, gpu)
+    python_item = other_python(framework, version, variant, cc, driver, python, gpu, module)
     if python_item:
         found.append(python_item)
-    newer = oldest_driver(framework, release_of(framework, version, variant), variant, cc, driver, python, gpu)
+    newer = oldest_driver(framework, release_of(framework, version, variant), variant, cc, driver, python, gpu, module)
     if newer:
         found.append({**newer, "spec": spec_text(framework, version, variant)})
     return found
@@ -146,8 +147,19 @@ def nearest_yes(framework: str, version: str, variant: str, where: dict, python:
 
 def undriven(framework: str, version: str, variant: str, where: dict, python: str | None) -> list[dict]:
     """The nearest yes where the driver does not drive the GPU: never a stack on this driver, but the branches that
-    drive it and, on the nearest of them, the asked stack (where it runs there) and the newest stack that runs."""
+    drive it and, on the nearest of them, the asked stack (where it runs there) and the newest stack that runs. Where the
+    other flavour of kernel module of this very driver drives the GPU, that is the change: the same driver, the other module."""
     cc, gpu = where["cc"], where.get("matched") or where.get("gpu")
+    module = where.get("kernel_module")
+    other = {"open": "proprietary", "proprietary": "open"}.get(module or "")
+    drives = driver_drives_rule(cc, gpu, where["driver"], other) if other else None
+    if drives is not None and drives.verdict == PASS:
+        asked = predict_stack(framework, release_of(framework, version, variant), variant, cc, where["driver"], python, gpu=gpu,
+                              kernel_module=other)
+        runs = f"; with it {spec_text(framework, version, variant)} {'runs' if asked.verdict == PASS else 'is ' + asked.verdict}"
+        return [{"kind": "branch", "label": "the other kernel module", "driver": where["driver"], "branch": None, "spec": None,
+                 "warnings": [], "install": None,
+                 "text": f"driver {where['driver']} with its {other} kernel modules drives {gpu or 'this GPU'} (the {module} ones do not){runs}"}]
     branch, on, head = driving_branch(cc, gpu, where["driver"])
     label = "another driver"
     if on is None:

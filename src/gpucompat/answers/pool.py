@@ -45,7 +45,7 @@ def judge_class(question: Question, variant: str, c: PoolClass, python: str | No
     """The verdict on one class, what the store observed of the stack there, and, where it does not run, its nearest yes:
     what every class of the same GPU, driver and kernel module shares (answer judges each such key once)."""
     prediction = predict_stack(question.framework, release_of(question.framework, question.version, variant), variant, c.cc, c.driver,
-                               python, gpu=c.gpu)
+                               python, gpu=c.gpu, kernel_module=c.kernel_module)
     deciding = next((r for r in prediction.reasons if r.verdict == FAIL), None) or \
         next((r for r in prediction.reasons if r.verdict == UNCERTAIN), None)
     judged = conditions.apply({"verdict": prediction.verdict, "code": prediction.code, "stage": prediction.stage,

@@ -12,7 +12,7 @@ import typer
 
 from ..errors import UserError
 from .common import guarded, out, print_json
-from .options import DbOption
+from .options import DbOption, KernelModuleOption
 
 
 def advise(
@@ -21,6 +21,7 @@ def advise(
     gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it (default: this machine's)."),
     cc: Optional[str] = typer.Option(None, help="Compute capability, e.g. 8.0."),
     driver: Optional[str] = typer.Option(None, help="NVIDIA driver version, e.g. 535.104.05 (default: this machine's)."),
+    kernel_module: Optional[str] = KernelModuleOption,
     python: Optional[str] = typer.Option(None, help="Python version X.Y."),
     pool: Optional[str] = typer.Option(None, "--pool", help="Advise for every GPU class of a site: slurm, htcondor, kubernetes (discovered "
                                        "as a sweep does) or a plan file's targets: the fewest install lines that give each class its newest "
@@ -42,10 +43,10 @@ def advise(
     if bool(name) == bool(framework) and name != framework:
         raise UserError("give the framework once: advise torch, or advise --framework torch.")
     if pool is not None:
-        return advise_pool(name or framework, pool, gpu, cc, driver, python, db, json_out, fmt)
+        return advise_pool(name or framework, pool, gpu, cc, driver, python, db, json_out, fmt, kernel_module)
     if fmt in ("md", "html"):
         raise UserError(f"--format {fmt} writes a site's paragraph: give it with --pool.")
-    asked = read_advice(name or framework, gpu, cc, driver, python)  # read once; the store is asked only after
+    asked = read_advice(name or framework, gpu, cc, driver, python, kernel_module)  # read once; the store is asked only after
     result = advise_for(asked, [display_row(r) for r in Store(db, readonly=True).result_rows(None, framework=asked.framework)])
     if fmt == "conda":
         advise_conda(result, result["target"].get("python") or python)  # the Python the advice was judged for
@@ -75,7 +76,7 @@ def advise_conda(result: dict, python: str | None) -> None:
 
 
 def advise_pool(name: str | None, pool: str, gpu: str | None, cc: str | None, driver: str | None, python: str | None,
-                db: str | None, json_out: bool, fmt: str) -> None:
+                db: str | None, json_out: bool, fmt: str, kernel_module: str | None = None) -> None:
     """advise --pool: the pool's classes read once as explain --pool reads them, then the store, then the answer on
     --python or each Python the plan lists."""
     from ..answers.advise_pool import advise_pool as answer
@@ -90,7 +91,7 @@ def advise_pool(name: str | None, pool: str, gpu: str | None, cc: str | None, dr
         raise UserError("--format conda writes one environment for one GPU: give it without --pool.")
     framework, _variant, notes = framework_name(name)
     python, python_from, python_notes = read_python(python, elsewhere=True)
-    site = read_pool(pool, driver, python)
+    site = read_pool(pool, driver, python, kernel_module)
     if python_from == NEWEST and site.plan_pythons:
         python_from = "the plan"
         python_notes = [f"Python {', '.join(site.plan_pythons)}: the Pythons {Path(pool).name} lists, each answered "

@@ -12,7 +12,7 @@ from typing import List, Optional
 import typer
 
 from .common import guarded, out, print_json
-from .options import db_option
+from .options import KernelModuleOption, db_option
 
 
 def explain(
@@ -22,6 +22,7 @@ def explain(
     gpu: Optional[str] = typer.Option(None, help="GPU name as the driver reports it, e.g. 'NVIDIA A100-SXM4-40GB' (default: this machine's)."),
     cc: Optional[str] = typer.Option(None, help="Compute capability instead of a name, e.g. 8.0."),
     driver: Optional[str] = typer.Option(None, help="NVIDIA driver version, e.g. 535.104.05 (default: this machine's; with --pool, for classes that do not say)."),
+    kernel_module: Optional[str] = KernelModuleOption,
     python: Optional[str] = typer.Option(None, help="Python version X.Y (checked where the knowledge has wheel data)."),
     requirements: Optional[str] = typer.Option(None, "-r", "--requirements", help="Judge every GPU package of a requirements file, uv.lock, "
                                                "pylock.toml or conda environment.yml, and the set; '-' reads pip freeze output from stdin."),
@@ -48,7 +49,7 @@ def explain(
         piped = read_user_stream(sys.stdin.buffer, "standard input", MAX_BYTES, "pip freeze output is far smaller.")
     # the question is read once, here; only a question read without error asks the store (observation first: what it
     # saw of the asked framework), and the answer flows from it (answers/asked.py)
-    asked = read_question(spec, requirements, pool, gpu, cc, driver, python, piped)
+    asked = read_question(spec, requirements, pool, gpu, cc, driver, python, piped, kernel_module)
     result = answer(asked, stored_rows(db, source, asked.framework) if asked.mode != "requirements" else None)
     if json_out:
         print_json(result)

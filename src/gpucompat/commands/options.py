@@ -27,6 +27,9 @@ DbOption = db_option()
 # this site's name (bundle.site_name: --site, else $GPUCOMPAT_SITE, else the config file); `report --site DIR` is another option
 SiteOption = typer.Option(None, "--site", help=SITE_HELP)
 SourceOption = typer.Option(None, "--source", help=SOURCE_HELP)
+# the driver's kernel module flavour, which decides which GPUs it drives (explain, advise, both with --pool)
+KernelModuleOption = typer.Option(None, "--kernel-module", help="The driver's kernel module: open or proprietary (default: this machine's "
+                                  "where the driver is; else a pool class's own; else assumed and said).")
 WideOption = typer.Option(False, "--wide", help=WIDE_HELP)
 # a plan's sweeps (sweep_refs.py): --plan NAME or --plan PLAN.toml; with --sweep, a reference (SWEEP_REF_HELP) instead of an id
 PlanOption = typer.Option(None, "--plan", help=PLAN_HELP)
