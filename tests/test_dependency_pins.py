@@ -56,3 +56,17 @@ def test_jax_0_4_37_is_judged_by_the_jaxlib_and_plugin_its_pins_resolve_to():
     # a release whose pins name its own number is judged as before, its pins shown in the resolved facts
     plain = predict_stack("jax", "0.4.38", "cuda12", "9.0", "550.54.15", "3.11")
     assert plain.verdict == "pass" and plain.resolved["jaxlib"] == "0.4.38" and not plain.reasons[0].rule.startswith("jaxlib and plugin")
+
+
+def test_torch_names_the_triton_its_metadata_pins_and_warns_where_triton_cannot_compile():
+    from gpucompat.knowledge.rules import predict_stack
+
+    rows = {r["release"]: r for r in csv.DictReader((JAX_PINS.parent / "torch_triton_pins.csv").open(newline="", encoding="utf-8"))}
+    assert (rows["2.5.1"]["requirement"], rows["2.4.0"]["triton"]) == ("triton==3.1.0", "3.0.0")
+    assert all(r["source"].startswith(f"Requires-Dist of torch-{r['release']}-") for r in rows.values())
+    # a GTX 1080 (6.1): eager torch runs, torch.compile's triton refuses the GPU (karpathy/nanoGPT#157): a warning, not the verdict
+    pascal = predict_stack("torch", "2.5.1+cu121", "cu121", "6.1", "550.54.15", "3.11", gpu="NVIDIA GeForce GTX 1080")
+    assert pascal.verdict == "pass" and pascal.resolved["triton"] == "3.1.0"
+    assert any("torch 2.5.1 pins triton==3.1.0" in w and "torch.compile fails" in w for w in pascal.warnings)
+    ampere = predict_stack("torch", "2.5.1+cu121", "cu121", "8.0", "550.54.15", "3.11")
+    assert ampere.resolved["triton"] == "3.1.0" and not any("triton" in w for w in ampere.warnings)

@@ -86,3 +86,18 @@ def jax_extras(release: str) -> tuple[list[str], str] | None:
     if base is None or "Requires-Dist" not in base["source"]:
         return None
     return sorted(extra for (release_, extra) in rows if release_ == want and extra), f"{base['source']} ; {JAX_PINS}"
+
+
+TORCH_TRITON = "knowledge/data/torch_triton_pins.csv"
+# torch's inductor refuses a GPU older than 7.0 for triton (torch/_inductor/scheduler.py create_backend, later exc.py GPUTooOldForTriton)
+TRITON_TOO_OLD = ("https://github.com/karpathy/nanoGPT/issues/157 (GeForce GTX 1080: 'Found NVIDIA GeForce GTX 1080 which is too old "
+                  "to be supported by the triton GPU compiler, which is used as the backend. Triton only supports devices of CUDA "
+                  "Capability >= 7.0'; compile = False runs) ; https://github.com/MIC-DKFZ/nnUNet/issues/2188 (GTX 1080 Ti, the same; "
+                  "training runs with torch.compile off)")
+
+
+def torch_triton(release: str) -> dict | None:
+    """The triton PyPI's Linux x86_64 torch wheel of this release pins (torch.compile's GPU kernels), or None."""
+    want = tables.version(release.split("+")[0])
+    return next((r for r in tables.table("torch_triton_pins") if want is not None and tables.version(r["release"]) == want and r["triton"]),
+                None)

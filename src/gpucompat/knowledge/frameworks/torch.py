@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .. import tables
+from .. import pins, tables
 from ..arch import arch_rule, toolkit_window_rule
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason, weighed
 from ..rules import driver_rule, predict_stack, semicolon_list
@@ -73,7 +73,23 @@ def rules(release: str, variant: str, cc: str | None, driver: str | None, python
                         for other in tables.table("torch_builds")
                         if other is not build and other["release"] == build["release"] and other["variant"] == variant
                         and other["source"] != build["source"]]
+    triton = pins.torch_triton(release)  # torch.compile's GPU kernels come from the triton torch's metadata pins
+    if triton is not None:
+        resolved["triton"] = triton["triton"]
+        too_old = triton_rule(triton, cc)
+        reasons += [too_old] if too_old else []
     return reasons, resolved
+
+
+def triton_rule(triton: dict, cc: str | None) -> Reason | None:
+    """torch.compile generates its GPU kernels with triton, which needs compute capability 7.0: on an older GPU eager
+    torch runs and torch.compile stops (GPUTooOldForTriton). A warning on a pass, never the verdict; None from 7.0 on."""
+    if cc is None or version(cc) is None or version(cc) >= version("7.0"):
+        return None
+    said = (f"torch {triton['release']} pins {triton['requirement']}, torch.compile's GPU compiler, which supports compute capability "
+            f">= 7.0; this GPU has {cc}")
+    return Reason("torch.compile's compiler (triton)", PASS, said, f"{triton['source']} ; {pins.TORCH_TRITON} ; {pins.TRITON_TOO_OLD}",
+                  warning=f"{said}: eager torch runs, torch.compile fails ('too old to be supported by the triton GPU compiler')")
 
 
 
