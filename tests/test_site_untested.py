@@ -140,7 +140,7 @@ def test_a_site_of_a_sweep_without_a_gpu_has_no_gpu_class_and_no_untested_stack(
     assert "<b>3</b> cells of this site could not be tested" in apart
     assert _causes(index) == {"no-gpu": 2, "not-installed": 1}
     assert _sentence("no-gpu") in apart and _sentence("not-installed") in apart
-    assert "torch not installed [-] pycurrent current on no GPU visible (no GPU class)" in apart
+    assert "torch not installed [-] py? current on no GPU visible (no GPU class)" in apart  # no probe ran: no Python read
     # the unresolvable stack is still invalid: counted so, and shown as invalid on its page
     counts = _between(index, '<p class="counts">', "</p>")
     assert '<b>1</b> invalid' in counts and '<b>0</b> valid' in counts and "<b>3</b> could not be tested" in counts

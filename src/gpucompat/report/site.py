@@ -61,7 +61,12 @@ def _stack_key(row: dict) -> tuple:
 
 def _stack_label(key: tuple) -> str:
     framework, version, variant, python, env, image = key
-    return f"{framework} {version} [{variant}] py{python} {env}" + (f" {image}" if image else "")
+    return f"{framework} {version} [{variant}] {python_label(python)} {env}" + (f" {image}" if image else "")
+
+
+def python_label(python: str) -> str:
+    """'py3.12', or for a probe that never ran in a `current` interpreter or an image, whose Python nobody read: 'py?'."""
+    return f"py{python}" if python[:1].isdigit() else "py?"
 
 
 def _release(version: str) -> tuple:
@@ -77,14 +82,18 @@ def newest(raw_rows: list[dict], cells: dict | None = None) -> list[dict]:
     for raw in raw_rows:
         raw = as_read(raw)  # a verdict stored before its could-not-test cause existed is ranked as that cause
         code = raw["code"]
+        local = (raw.get("source") or "local") == "local"
+        if not local and code in (UNTESTED, "PENDING", None):
+            continue  # another site's could-not-test says nothing of this site: its supporting line only
         stack = (raw["framework"], shown_version(raw), raw["variant"], shown_python(raw), raw["env"], raw.get("image") or "")
         key = (stack, raw["gpu"], raw["cc"] or "")
         if cells is not None:
             cells[raw["cell_id"]] = (stack, raw.get("created_at") or 0, raw.get("sweep_id"), raw.get("source") or "local",
                                      is_verified(raw))
-        # a verdict before a cell that could not be tested (no verdict, README), both before one still pending; among
-        # them a verified row before one imported unverified, however new (as explain's observations are ranked)
-        rank = (code is not None and code != UNTESTED, is_verified(raw), code is not None, raw.get("created_at") or 0, raw["cell_id"])
+        # this site's own result first (another site's verdict supports a class, never hides what happened here); then a
+        # verdict before a cell that could not be tested (no verdict, README), both before one still pending; among them a
+        # verified row before one imported unverified, however new (as explain's observations are ranked)
+        rank = (local, code is not None and code != UNTESTED, is_verified(raw), code is not None, raw.get("created_at") or 0, raw["cell_id"])
         if key not in best or rank > best[key][0]:
             best[key] = (rank, raw)
     shown = []
@@ -253,8 +262,8 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
         row["on_class"] = on_class
         row["class_not_tested"] = (row["gpu"], row["cc"]) in not_tested
         row["stack_key"] = _stack_key(row)
+        row["label"] = _stack_label(row["stack_key"])
         if row["apart"] is not None:
-            row["label"] = _stack_label(row["stack_key"])
             apart.append(row)
         if on_class:
             grid_rows.append(row)
