@@ -136,3 +136,11 @@ def test_a_pool_class_judges_with_its_own_kernel_module():
     assert [c.kernel_module for c in pool.classes] == ["proprietary", "open", "proprietary"]
     classes = pool_answer(read("torch==2.8.0"), "default", pool, "3.12", Observations([]))["classes"]
     assert [c["code"] for c in classes] == ["NO_DEVICE", None, "NO_DEVICE"]
+
+
+def test_a_stored_result_says_the_kernel_module_its_probe_read():
+    from gpucompat.report.rows import probe_driver, probe_kernel_module
+
+    assert (probe_driver(OPEN), probe_kernel_module(OPEN)) == ("580.159.04", "open")
+    assert (probe_driver(PROPRIETARY), probe_kernel_module(PROPRIETARY)) == ("550.54.14", "proprietary")
+    assert probe_kernel_module(None) == ""

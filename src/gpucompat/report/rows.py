@@ -40,6 +40,8 @@ def _display_row(row: dict) -> dict:
         "cc": row["cc"] or "",
         "driver": row["driver"] or "",  # the target's: as discovered, or as the plan declared it
         "driver_seen": probe_driver(row.get("probe_driver")),  # the driver the job's probe read on its node ("": none ran)
+        # that driver's kernel module, open or proprietary (the same /proc line): it decides which GPUs the driver drives
+        "kernel_module_seen": probe_kernel_module(row.get("probe_driver")),
         "cuda_runtime": row["cuda_runtime"] or row["probe_cuda_runtime"] or "",
         "cudnn": row["cudnn"] or row["probe_cudnn"] or "",
         "code": row["code"] or "PENDING",
@@ -67,6 +69,14 @@ def probe_driver(text: str | None) -> str:
     580.159.04 ..." -> "580.159.04"); "" where no probe read one."""
     found = re.search(r"\b([0-9]{3,}\.[0-9]+(?:\.[0-9]+)?)\b", text or "")
     return found.group(1) if found else ""
+
+
+def probe_kernel_module(text: str | None) -> str:
+    """The kernel module flavour in the probe's /proc/driver/nvidia/version line ('NVIDIA UNIX Open Kernel Module for
+    x86_64 ...' -> 'open', 'NVIDIA UNIX x86_64 Kernel Module ...' -> 'proprietary'); "" where no probe read one."""
+    from ..discover.local import kernel_module_from_proc
+
+    return kernel_module_from_proc(text or "") or ""
 
 
 def unverified_note(rows: list[dict]) -> str:
