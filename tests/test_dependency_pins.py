@@ -70,3 +70,18 @@ def test_torch_names_the_triton_its_metadata_pins_and_warns_where_triton_cannot_
     assert any("torch 2.5.1 pins triton==3.1.0" in w and "torch.compile fails" in w for w in pascal.warnings)
     ampere = predict_stack("torch", "2.5.1+cu121", "cu121", "8.0", "550.54.15", "3.11")
     assert ampere.resolved["triton"] == "3.1.0" and not any("triton" in w for w in ampere.warnings)
+
+
+def test_tensorflow_and_cuda_runs_the_cuda_its_nvidia_pins_resolve_to():
+    from gpucompat.knowledge.rules import predict_stack
+
+    # 2.20's extra pins ranges (nvidia-cuda-runtime-cu12>=12.5.82,<13.0): pip brings CUDA 12.9, not the tested build's 12.5
+    ranged = predict_stack("tensorflow", "2.20.0", "and-cuda", "8.0", "550.54.15", "3.11")
+    said = next(r for r in ranged.reasons if r.rule == "CUDA libraries")
+    assert said.text.startswith("tensorflow[and-cuda] 2.20.0 requires nvidia-cuda-runtime-cu12<13.0,>=12.5.82 (resolves to 12.9.")
+    assert "tensorflow-2.20.0-cp311" in said.source and ranged.resolved["cuda_runtime"] == "12.9"
+    assert ranged.resolved["cuda_wheels"]["nvidia-cudnn-cu12"].startswith("9.")
+    # 2.14 pinned CUDA 11.8's wheels exactly: a driver of CUDA 11's major runs it, judged by that CUDA
+    exact = predict_stack("tensorflow", "2.14.1", "and-cuda", "8.0", "470.82.01", "3.11")
+    assert exact.resolved["cuda_runtime"] == "11.8" and exact.resolved["cuda_wheels"]["nvidia-cuda-runtime-cu11"] == "11.8.89"
+    assert "cuda_wheels" not in predict_stack("tensorflow", "2.20.0", "plain", "8.0", "550.54.15", "3.11").resolved

@@ -101,3 +101,21 @@ def torch_triton(release: str) -> dict | None:
     want = tables.version(release.split("+")[0])
     return next((r for r in tables.table("torch_triton_pins") if want is not None and tables.version(r["release"]) == want and r["triton"]),
                 None)
+
+
+TENSORFLOW_CUDA = "knowledge/data/tensorflow_cuda_pins.csv"
+
+
+def tensorflow_cuda(release: str) -> list[dict]:
+    """The nvidia-* wheels tensorflow[and-cuda] pins: the release's own rows, else its series' newest release's (a
+    series shares its pins: 2.16.1 to 2.17.1 pin the same CUDA 12.3 wheels); none before 2.14."""
+    rows = tables.table("tensorflow_cuda_pins")
+    want = tables.version(release.split("+")[0])
+    if want is None:
+        return []
+    own = [r for r in rows if tables.version(r["release"]) == want]
+    if own:
+        return own
+    series = [r for r in rows if tables.minor_series(r["release"]) == tables.minor_series(release)]
+    newest = max((tables.version(r["release"]) for r in series), default=None)
+    return [r for r in series if tables.version(r["release"]) == newest]

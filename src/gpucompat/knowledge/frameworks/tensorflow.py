@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from .. import tables
+from .. import pins, tables
 from ..arch import _arch, arch_rule, sass_runs, toolkit_window_rule
 from ..compilers import knows, ptxas_pin
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason
@@ -32,6 +32,15 @@ def rules(release: str, variant: str, cc: str | None, driver: str | None, python
     cuda = cuda_runtime or build["cuda"]
     libraries = f"CUDA {build['cuda']} and cuDNN {build['cudnn']}"
     reasons = [Reason("TensorFlow build", PASS, f"TensorFlow {build['release']} was tested with {libraries}", build["source"])]
+    brought = pins.tensorflow_cuda(release) if variant == "and-cuda" else []  # the extra's own nvidia-* pins decide its CUDA
+    runtime = next((r for r in brought if r["package"].startswith("nvidia-cuda-runtime") and r["resolves_to"]), None)
+    if runtime is not None:
+        cudnn = next((r for r in brought if r["package"].startswith("nvidia-cudnn") and r["resolves_to"]), None)
+        cuda = cuda_runtime or minor_series(runtime["resolves_to"])
+        said = f"{runtime['requirement']} (resolves to {runtime['resolves_to']})" + (
+            f" and {cudnn['requirement']} (resolves to {cudnn['resolves_to']})" if cudnn else "")
+        reasons.append(Reason("CUDA libraries", PASS, f"tensorflow[and-cuda] {runtime['release']} requires {said}: CUDA "
+                              f"{minor_series(runtime['resolves_to'])}", f"{runtime['source']} ; {pins.TENSORFLOW_CUDA}"))
     if Version(build["release"]) >= Version("2.14") and variant != "and-cuda":
         # plain `tensorflow` from 2.14 on brings no CUDA libraries: the GPU works only if the system has the right ones
         reasons.append(Reason("CUDA libraries", UNCERTAIN, f"plain tensorflow {build['release']} brings no CUDA libraries; it uses the GPU only "
@@ -50,7 +59,7 @@ def rules(release: str, variant: str, cc: str | None, driver: str | None, python
     compiler = xla_rule(release, variant, cc, sass) if reasons[-1].verdict == PASS else None
     if compiler is not None:
         reasons.append(compiler)
-    return reasons, {"cuda_runtime": cuda, "cudnn": build["cudnn"], "sass": sass or None, "ptx": ptx or None}
+    return reasons, {"cuda_runtime": cuda, "cudnn": build["cudnn"], **({"cuda_wheels": {r["package"]: r["resolves_to"] for r in brought}} if brought else {}), "sass": sass or None, "ptx": ptx or None}
 
 
 def xla_rule(release: str, variant: str, cc: str | None, sass: list[str]) -> Reason | None:
