@@ -10,7 +10,6 @@ import json
 import sys
 import time
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
@@ -112,6 +111,8 @@ def pick_versions(spec: str | tuple[str, ...], available: list[Version]) -> list
     """'latest:N' -> newest N minor series; a range -> every minor series in it (newest patch of each)."""
     if spec.startswith("latest:"):
         return newest_per_minor(available)[-int(spec.split(":", 1)[1]):]
+    from packaging.specifiers import SpecifierSet  # here: explain's install lines import this module, never a range (~10 ms)
+
     allowed = SpecifierSet(spec)
     return newest_per_minor([v for v in available if v in allowed])
 
