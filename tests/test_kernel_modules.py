@@ -144,3 +144,21 @@ def test_a_stored_result_says_the_kernel_module_its_probe_read():
     assert (probe_driver(OPEN), probe_kernel_module(OPEN)) == ("580.159.04", "open")
     assert (probe_driver(PROPRIETARY), probe_kernel_module(PROPRIETARY)) == ("550.54.14", "proprietary")
     assert probe_kernel_module(None) == ""
+
+
+def test_flavours_that_disagree_give_an_uncertain_answer_naming_both(monkeypatch):
+    # no release in the tables yet splits the flavours on a GPU both drive; the rule's own combination is checked here
+    from gpucompat.knowledge import driving
+    from gpucompat.knowledge.reasons import Reason
+
+    def by_flavour(flavour, cc, gpu, driver):
+        if flavour == "open":
+            return Reason("driver drives the GPU", "pass", "driver 550.54.15 (R550) drives it", "open-source")
+        return Reason("driver drives the GPU", "fail", "driver 550.54.15 (R550) does not drive it", "proprietary-source", "NO_DEVICE", "device")
+
+    monkeypatch.setattr(driving, "flavour_drives", by_flavour)
+    reason = driving.driver_drives_rule("8.9", "NVIDIA L40S", "550.54.15")
+    assert reason.verdict == "uncertain" and reason.code is None
+    assert "with the open kernel modules driver 550.54.15 (R550) drives it" in reason.text and "with the proprietary ones" in reason.text
+    assert "open-source" in reason.source and "proprietary-source" in reason.source and "depends on its kernel module" in reason.warning
+    assert driving.driver_drives_rule("8.9", "NVIDIA L40S", "550.54.15", "proprietary").code == "NO_DEVICE"  # given: no doubt
