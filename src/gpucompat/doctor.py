@@ -196,7 +196,7 @@ def _cuda_start() -> dict:
     """cuInit and cuDeviceGetCount in a fresh interpreter with this shell's environment, as a job's probe
     calls them (probe/cuda_start.py): whether CUDA can start here at all, and the facts if not."""
     try:
-        done = subprocess.run([sys.executable, str(probe_pyz()), "cuda-start"], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, str(probe_pyz()), "cuda-start"], capture_output=True, encoding="utf-8", errors="replace", timeout=120)
         return json.loads(done.stdout)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         return {"error": f"the start check did not report ({type(exc).__name__})"}

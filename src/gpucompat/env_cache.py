@@ -203,7 +203,7 @@ def _existing(path: Path) -> Path:
 def uv_cache_dir() -> Path | None:
     """uv's cache as uv itself reports it (UV_CACHE_DIR, XDG_CACHE_HOME, ~/.cache/uv)."""
     try:
-        proc = subprocess.run([uv_bin(), "cache", "dir"], capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run([uv_bin(), "cache", "dir"], capture_output=True, encoding="utf-8", errors="replace", timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return Path(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None

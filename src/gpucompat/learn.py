@@ -254,7 +254,7 @@ class Learner:
                    "--no-build", *where, *(["--offline"] if self.offline else [])]
         self.say(f"uv pip compile {requirement} (Python {python})")
         try:
-            proc = subprocess.run(command, input=requirement + "\n", capture_output=True, text=True, env=uv_env(), timeout=300)
+            proc = subprocess.run(command, input=requirement + "\n", capture_output=True, encoding="utf-8", errors="replace", env=uv_env(), timeout=300)
         except subprocess.TimeoutExpired:
             raise UserError(f"uv pip compile {requirement} did not finish within 300 s; nothing was changed.") from None
         if proc.returncode != 0:

@@ -124,7 +124,7 @@ def resolve_one(stack: Stack, platform: str, wheelhouse: str | None = None, offl
     try:
         proc = subprocess.run(
             command, input="\n".join(stack.requirements) + "\n", capture_output=True,
-            text=True, env=uv_env(), timeout=300,
+            encoding="utf-8", errors="replace", env=uv_env(), timeout=300,
         )
     except subprocess.TimeoutExpired:
         return ResolvedStack(stack, ok=False, error="uv pip compile did not finish within 300 s", cause="network")

@@ -58,7 +58,7 @@ def _resolve(wanted: dict, python: str | None) -> str:
     if wanted["indexes"]:
         command += ["--index-strategy", "unsafe-best-match"]
     try:
-        proc = subprocess.run(command, input="\n".join(wanted["requirements"]) + "\n", capture_output=True, text=True,
+        proc = subprocess.run(command, input="\n".join(wanted["requirements"]) + "\n", capture_output=True, encoding="utf-8", errors="replace",
                               env=uv_env(), timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"not checked: uv did not answer within {TIMEOUT_S:.0f} s"

@@ -13,7 +13,7 @@ def run_command(command: list[str], timeout: float, where: str, cwd: Path | None
     """A scheduler's command-line tool; its absence or silence is one sentence, not a traceback.
     `where`: the kind of host it runs on ("a Slurm submit host")."""
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        return subprocess.run(command, capture_output=True, encoding="utf-8", errors="replace", timeout=timeout, cwd=cwd)
     except FileNotFoundError:
         raise UserError(f"{command[0]} is not on PATH: run this on {where}.") from None
     except subprocess.TimeoutExpired:

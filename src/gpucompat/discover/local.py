@@ -205,7 +205,7 @@ def with_mig(gpus: list[Gpu], listed: dict[str, tuple[MigDevice, ...]]) -> list[
 
 def _smi(*args: str) -> str:
     try:
-        proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run(["nvidia-smi", *args], capture_output=True, encoding="utf-8", errors="replace", timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout if proc.returncode == 0 else ""

@@ -339,7 +339,7 @@ def runtimes_here(which=shutil.which) -> list[dict]:
         if not path:
             continue
         try:
-            proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+            proc = subprocess.run([path, "--version"], capture_output=True, encoding="utf-8", errors="replace", timeout=10)
             version = (proc.stdout or proc.stderr).strip().splitlines()[0] if (proc.stdout or proc.stderr).strip() else ""
         except (OSError, subprocess.TimeoutExpired):
             version = ""
@@ -348,7 +348,7 @@ def runtimes_here(which=shutil.which) -> list[dict]:
             entry["nvccli"] = nvccli_configured()
         if name == "docker":  # the client alone runs nothing: say whether its daemon answers
             try:
-                proc = subprocess.run([path, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=10)
+                proc = subprocess.run([path, "info", "--format", "{{.ServerVersion}}"], capture_output=True, encoding="utf-8", errors="replace", timeout=10)
                 entry["daemon"] = proc.stdout.strip() if proc.returncode == 0 else f"not reachable: {(proc.stderr.strip().splitlines() or ['?'])[-1][:160]}"
             except (OSError, subprocess.TimeoutExpired):
                 entry["daemon"] = "not reachable: docker info did not answer"

@@ -154,7 +154,7 @@ class SlurmExecutor:
     def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
         """A Slurm command; one that does not answer in time is a failed call (retried by the next poll)."""
         try:
-            return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=cwd)
+            return subprocess.run(command, capture_output=True, encoding="utf-8", errors="replace", timeout=60, cwd=cwd)
         except FileNotFoundError:
             raise UserError(f"{command[0]} is not on PATH: run this on a Slurm submit host.") from None
         except subprocess.TimeoutExpired:

@@ -170,7 +170,7 @@ def slurm_hosts():
     proc = subprocess.run(["scontrol", "show", "hostnames", nodelist], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     if proc.returncode or not nodelist:
         raise RuntimeError("scontrol show hostnames %r: %s" % (nodelist, proc.stderr.decode(errors="replace").strip()[-500:]))
-    return proc.stdout.decode().split()
+    return proc.stdout.decode(errors="replace").split()
 
 
 def master_address(host):
