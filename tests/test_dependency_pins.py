@@ -85,3 +85,17 @@ def test_tensorflow_and_cuda_runs_the_cuda_its_nvidia_pins_resolve_to():
     exact = predict_stack("tensorflow", "2.14.1", "and-cuda", "8.0", "470.82.01", "3.11")
     assert exact.resolved["cuda_runtime"] == "11.8" and exact.resolved["cuda_wheels"]["nvidia-cuda-runtime-cu11"] == "11.8.89"
     assert "cuda_wheels" not in predict_stack("tensorflow", "2.20.0", "plain", "8.0", "550.54.15", "3.11").resolved
+
+
+def test_a_requirements_file_with_jax_0_4_37_and_the_plugin_its_pins_name_is_one_set(tmp_path):
+    from gpucompat.answers import lockfiles
+    from gpucompat.answers.requirements import judge
+    from gpucompat.answers.target import target
+
+    path = tmp_path / "requirements.txt"
+    path.write_text("jax[cuda12]==0.4.37\njax-cuda12-plugin==0.4.36\n")
+    result = judge(lockfiles.load(str(path)), target("NVIDIA H100 80GB HBM3", None, "550.54.15"), "3.11")
+    assert result["verdict"] == "pass" and result["set"] == []  # jaxlib 0.4.36 is what jax 0.4.37 installs
+    path.write_text("jax[cuda12]==0.4.37\njax-cuda12-plugin==0.4.35\n")
+    result = judge(lockfiles.load(str(path)), target("NVIDIA H100 80GB HBM3", None, "550.54.15"), "3.11")
+    assert "jax-cuda12-plugin 0.4.35 differs from jaxlib 0.4.36" in result["set"][0]["text"]

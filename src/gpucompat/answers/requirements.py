@@ -82,7 +82,8 @@ def _version_words(pin: Pin, name: str) -> str:
     return f"{name}{pin.specifier}" if pin.specifier else name
 
 
-def _framework_row(pin: Pin, framework_name: str, variant: str | None, where: dict, python: str | None, extra: list[str]) -> tuple[dict, object, object]:
+def _framework_row(pin: Pin, framework_name: str, variant: str | None, where: dict, python: str | None, extra: list[str],
+                   brings_own: bool = False) -> tuple[dict, object, object]:
     try:
         question = read(_version_words(pin, framework_name), exact=True)
     except UserError as exc:  # a range no release the knowledge holds satisfies: this package is uncertain, the file still answered
@@ -94,6 +95,8 @@ def _framework_row(pin: Pin, framework_name: str, variant: str | None, where: di
                                gpu=where.get("matched") or where.get("gpu"))
     row = _row(pin, spec_text(question.framework, question.version, variant), prediction, question.notes + extra)
     row["framework"] = {"framework": question.framework, "version": question.version, "variant": variant}
+    if brings_own:  # the set itself pins what the build would need from the system (CuPy beside pip's NVRTC)
+        return row, question, prediction
     if conditions.apply(row, question.framework, question.version, variant).get("needs"):  # it needs the system's CUDA: conditional
         row["reason"] = f"it needs {row['needs']['text']}"
     return row, question, prediction
@@ -243,7 +246,9 @@ def _jax_rows(pins: dict, where: dict, python: str | None, set_reasons: list, ma
     if variant.startswith("cuda") and variant[4:6].isdigit() and not anchor.conda:
         majors.append((f"jax[{variant}]", int(variant[4:6])))
     for plugin in plugins:
-        mismatch = jax_plugin_rule((jaxlib.version if jaxlib else None) or question.version, plugin.name, plugin.version)
+        # the jaxlib the file pins, else the one jax's own pins resolve to (jax 0.4.37 installs jaxlib 0.4.36), else jax's number
+        installed = (jaxlib.version if jaxlib else None) or prediction.resolved.get("jaxlib") or question.version
+        mismatch = jax_plugin_rule(installed, plugin.name, plugin.version)
         if mismatch:
             set_reasons.append(mismatch)
     return [row]
@@ -263,8 +268,11 @@ def _cupy_rows(all_pins: list[Pin], where: dict, python: str | None, set_reasons
         if pin.name == "cupy":  # conda-forge's cupy: the build conda would resolve, never PyPI's cupy-cudaXXx
             rows.append(_conda_cupy_row(pin, where, conda_cuda))
             continue
-        variant = pin.name[len("cupy-"):]
-        row, _question, _prediction = _framework_row(pin, "cupy", variant, where, python, [])
+        variant = pin.name[len("cupy-"):] + ("[ctk]" if "ctk" in pin.extras else "")
+        # cupy-cudaXXx brings no NVRTC, so it is conditional on the system's toolkit, unless the set pins pip's NVRTC itself
+        # (nvidia-cuda-nvrtc*, or cuda-toolkit as a node's pip freeze lists it beside cupy-cuda13x)
+        nvrtc = any(p.name.startswith("nvidia-cuda-nvrtc") or p.name == "cuda-toolkit" for p in all_pins if not p.conda)
+        row, _question, _prediction = _framework_row(pin, "cupy", variant, where, python, [], brings_own=nvrtc)
         rows.append(row)
         found = re.fullmatch(r"cuda([0-9]{2})", variant[:6])
         if found and not pin.conda:  # the one-major rule is about pip's nvidia-* wheels overwriting each other
