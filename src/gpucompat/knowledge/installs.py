@@ -7,15 +7,18 @@ reach (torch's +cuXXX builds on PyTorch's own index) have no row: nothing is sai
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from packaging.version import Version
 
 from . import tables
 
 
-def _rows(framework: str, variant: str) -> list[dict]:
+@lru_cache(maxsize=None)  # the nearest yes asks it for each of its ~120 candidates; the table does not change in a process
+def _rows(framework: str, variant: str) -> tuple[dict, ...]:
     variant = "default" if variant == "plain" else variant  # plain tensorflow (2.1-2.13), as typed or as read for a GPU
-    return [r for r in tables.table("install_checks") if r["framework"] == framework and r["variant"] == variant
-            and tables.version(r["release"]) is not None]
+    return tuple(r for r in tables.table("install_checks") if r["framework"] == framework and r["variant"] == variant
+                 and tables.version(r["release"]) is not None)
 
 
 def unresolvable(framework: str, release: str, variant: str, python: str | None) -> dict | None:

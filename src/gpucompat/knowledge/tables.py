@@ -196,16 +196,23 @@ def known_defects(framework: str) -> list[dict]:
 # -- wheels per Python -----------------------------------------------------------------------
 
 @lru_cache(maxsize=None)
-def _wheel_index() -> dict:
+def _wheel_rows() -> dict[str, list[dict]]:
     index: dict = {}
     for row in table("python_wheels"):
-        index.setdefault(row["package"], {})[Version(row["version"])] = row
+        index.setdefault(row["package"], []).append(row)
     return index
+
+
+@lru_cache(maxsize=None)  # the nearest yes asks for one package's wheels ~120 times
+def _wheel_index(package: str) -> tuple[dict, Version | None]:
+    """(its rows by release, its newest release): the version column of one package's rows, parsed once."""
+    releases = {Version(row["version"]): row for row in _wheel_rows().get(package, ())}
+    return releases, max(releases, default=None)
 
 
 def python_wheels(package: str, release: str) -> tuple[dict | None, Version | None]:
     """(the row of PyPI's file list for this package and release, or None; the newest release
     the table holds for the package, or None when it holds none)."""
-    releases = _wheel_index().get(package, {})
+    releases, newest = _wheel_index(package)
     want = version(release.split("+")[0])
-    return (releases.get(want) if want else None), max(releases, default=None)
+    return (releases.get(want) if want else None), newest
