@@ -87,6 +87,8 @@ def key(name: str) -> str:
     'Laptop GPU' as 'mobile', 'with Max-Q Design' as 'max q'."""
     words = [w for w in _SEPARATORS.split(_NOISE.sub(" ", name.lower())) if w and w not in _DROP]
     for old, new in _PHRASES:
+        if old[0] not in words:  # most names hold none of the phrases: every name of both tables is keyed at load
+            continue
         n, i = len(old), 0
         while i + n <= len(words):
             if tuple(words[i:i + n]) == old:
@@ -286,6 +288,7 @@ _PCI_ID = re.compile(r"(?:pci\s*)?(?:10de\s*[:_ -]\s*|0x)([0-9a-f]{4})", re.ASCI
 _ID_IN_SOURCE = re.compile(r"10de:([0-9a-f]{4})", re.ASCII)
 
 
+@lru_cache(maxsize=4096)  # the driver lists name a few hundred releases, each in many rows
 def _release(text: str) -> tuple[int, ...] | None:
     parts = (text or "").strip().split(".")
     return tuple(int(p) for p in parts) if len(parts) >= 2 and all(p.isdigit() and len(p) < 6 for p in parts) else None
