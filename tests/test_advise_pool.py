@@ -174,7 +174,8 @@ def test_a_class_named_without_cc_is_read_as_with_it(tmp_path):
         plan = write(tmp_path / name, body.format(cc=cc))
         result = ask("cupy==13.3.0", None, str(plan), None, None, None, None, None, [])
         answers.append((result["spec"], result["passing"], [(c["cc"], c["verdict"], c["code"]) for c in result["classes"]]))
-    assert answers[0] == answers[1] and answers[0][1] == 1 and answers[0][2][0][:2] == ("6.1", "pass")
+    # cupy-cuda11x brings no NVRTC: conditional on the system's CUDA 11.x toolkit (issue 40.3), read alike both ways
+    assert answers[0] == answers[1] and answers[0][2][0] == ("6.1", "conditional", "NEEDS_SYSTEM_CUDA")
 
 
 def test_explain_pool_prints_every_nearest_yes_its_json_has_driver_changes_included(tmp_path):

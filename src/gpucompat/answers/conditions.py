@@ -21,8 +21,11 @@ NEEDS_SYSTEM_CUDA = "NEEDS_SYSTEM_CUDA"
 SYSTEM_LIBRARIES_RULE = "CUDA libraries"  # the TensorFlow rule (knowledge/frameworks/tensorflow.py) that says where its libraries come from
 
 
-def system_libraries(framework: str, version: str, variant: str | None) -> dict | None:
-    """What the system must have for this build to use the GPU, or None for a self-contained build (or one not judged)."""
+def system_libraries(framework: str, version: str, variant: str | None, cc: str | None = None) -> dict | None:
+    """What the system must have for this build to use the GPU, or None for a self-contained build (or one not judged).
+    `cc`, where known, lets CuPy's answer name the oldest toolkit that knows the GPU."""
+    if framework == "cupy":
+        return _cupy_toolkit(version, variant, cc)
     if framework != "tensorflow" or variant in ("and-cuda", "cpu", None):
         return None
     build = tables.tensorflow_build(version.split("+")[0])
@@ -32,6 +35,24 @@ def system_libraries(framework: str, version: str, variant: str | None) -> dict 
            else f"TensorFlow {build['release']} loads CUDA and cuDNN from the system (tensorflow[and-cuda] brings them from 2.14 on)")
     return {"cuda": build["cuda"], "cudnn": build["cudnn"], "source": TF_INSTALL,
             "text": f"CUDA {build['cuda']} and cuDNN {build['cudnn']} installed on the system", "why": why}
+
+
+def _cupy_toolkit(version: str, variant: str | None, cc: str | None) -> dict | None:
+    """cupy-cudaXXx without [ctk] brings no NVRTC: the system's CUDA toolkit compiles CuPy's kernels (issue 40.3)."""
+    from ..knowledge.frameworks import cupy
+
+    if not variant or variant.endswith("[ctk]") or not variant.startswith("cuda"):
+        return None
+    row = next(iter(tables.cupy_packages(variant)), None)
+    if row is None or not row["cuda"]:
+        return None
+    toolkit = cupy.system_toolkit(version, variant, cc) if cc else None
+    cuda = toolkit["text"] if toolkit else f"CUDA {row['cuda']}"
+    since = cupy.compiler_pin("cupy", f"{variant}[ctk]", version)
+    why = f"cupy-{variant} brings no NVRTC: CuPy compiles its kernels as it runs with the system's toolkit" + \
+        (f" (cupy-{variant}[ctk] brings it from pip)" if since else "")
+    return {"cuda": toolkit["first"] if toolkit else row["cuda"], "cudnn": "", "source": cupy.NO_TOOLKIT,
+            "text": f"a {cuda} toolkit installed on the system", "why": why, "without": "without one CuPy cannot compile its kernels"}
 
 
 def conditional_verdict(verdict: str, reasons: list[dict], needs: dict | None) -> bool:
@@ -45,7 +66,7 @@ def conditional_verdict(verdict: str, reasons: list[dict], needs: dict | None) -
 def apply(result: dict, framework: str, version: str, variant: str | None) -> dict:
     """An answer (explain's, a requirements row, a pool class) made conditional where its build needs the system's CUDA:
     `verdict` conditional, `code` NEEDS_SYSTEM_CUDA, `needs` what the system must have; its libraries' reason says so."""
-    needs = system_libraries(framework, version, variant)
+    needs = system_libraries(framework, version, variant, (result.get("target") or {}).get("cc"))
     reasons = result.get("reasons") or []
     if not conditional_verdict(result["verdict"], reasons, needs):
         return result

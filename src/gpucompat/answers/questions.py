@@ -276,9 +276,13 @@ def gpu_variants(framework: str, version: str) -> list[str]:
         return ["and-cuda"] if plain is None or plain >= Version("2.14") else ["plain"]
     if framework == "cupy":
         plain = tables.version(version)
-        return [r["variant"] for r in sorted(tables.table("cupy_packages"), key=lambda r: r["variant"], reverse=True)
-                if r["variant"].endswith("x") and plain is not None
-                and Version(r["first_version"]) <= plain <= Version(r["last_version"])] or ["cuda12x"]
+        builds = [r["variant"] for r in sorted(tables.table("cupy_packages"), key=lambda r: r["variant"], reverse=True)
+                  if r["variant"].endswith("x") and plain is not None
+                  and Version(r["first_version"]) <= plain <= Version(r["last_version"])] or ["cuda12x"]
+        # with the [ctk] extra first where the release has it (compiler_pins.csv): it brings the NVRTC the plain wheel needs
+        ctk = {r["variant"] for r in tables.table("compiler_pins") if r["framework"] == "cupy" and plain is not None
+               and Version(r["from_version"]) <= plain}
+        return [v for build in builds for v in ([f"{build}[ctk]"] if f"{build}[ctk]" in ctk else []) + [build]]
     return ["default"]
 
 

@@ -167,7 +167,7 @@ def explain_view(result: dict, full_sources: bool = False) -> list:
         out.append(Text("The rules' prediction:"))
     if result.get("needs"):  # a conditional yes: what the system must have, before the checks
         needs = result["needs"]
-        out.append(Padding(Text.assemble(("needs: ", "blue"), f"{needs['text']}; {needs['why']}; without them it runs on the CPU",
+        out.append(Padding(Text.assemble(("needs: ", "blue"), f"{needs['text']}; {needs['why']}; {needs.get('without', 'without them it runs on the CPU')}",
                                          (sources.ref(needs["source"]), "dim")), (0, 0, 0, 2)))
     out.append(checks_view(result["reasons"], result["warnings"], sources))
     if result["verdict"] != "pass":

@@ -9,6 +9,7 @@ from packaging.version import Version
 from .. import tables
 from ..arch import _arch, sass_runs, toolkit_window_rule
 from ..compilers import compiler_pin, compiler_targets, knows
+from ..ptx import ptx_jit_rule
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason
 from ..rules import driver_rule, predict_stack
 from ..tables import version
@@ -35,8 +36,11 @@ def rules(release: str, variant: str, cc: str | None, driver: str | None, python
     # CuPy compiles its kernels at run time with NVRTC, for the device in hand: the toolkit's targets decide.
     reasons = [Reason("CuPy build", PASS, f"CuPy {build['series']} publishes cupy-{variant} ({span(build)})", build["source"]),
                driver_rule(cuda, driver)]
-    nvrtc = nvrtc_rule(release, variant, ctk, cc, cuda) if cuda else None
-    if nvrtc is not None:
+    system = system_toolkit_rule(release, variant, cc, build) if cuda and not ctk else None
+    nvrtc = None if system is not None else nvrtc_rule(release, variant, ctk, cc, cuda, driver) if cuda else None
+    if system is not None:
+        reasons.append(system)
+    elif nvrtc is not None:
         reasons.append(nvrtc)
     elif cuda:
         window = toolkit_window_rule(cuda, cc)
@@ -60,7 +64,7 @@ def precompiled_kernels(release: str, variant: str) -> dict | None:
     return max(rows, key=lambda r: Version(r["series"]), default=None)
 
 
-def nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda: str) -> Reason | None:
+def nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda: str, driver: str | None = None) -> Reason | None:
     """CuPy compiles its own kernels as it runs, with NVRTC, for the GPU in hand: the NVRTC it gets decides a GPU newer
     than the build. With [ctk] (CuPy 14 on) pip brings it (cuda-toolkit[nvrtc]); without, it is the system's toolkit, an
     assumption. None where the old toolkit-window rule says enough (no GPU, or one the build's CUDA can target)."""
@@ -78,6 +82,9 @@ def nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda: str)
         said = f"CuPy compiles its kernels at run time with NVRTC; cupy-{variant}[ctk] brings {given['package']} {pin['resolves_to']} ({pin['requirement']})"
         if knows(given, major, minor):
             return Reason(name, PASS, f"{said}, whose NVRTC compiles for {sm}", source)
+        jit = ptx_jit_rule("NVRTC", pin["resolves_to"], driver, sm, only_ptx=True)
+        if jit is not None and jit.verdict == FAIL:  # only PTX can run, and the driver refuses its ISA
+            return jit
         return Reason(name, UNCERTAIN, f"{said}, whose NVRTC does not know {sm}: CuPy then builds PTX of NVRTC's newest target "
                       "for the driver to JIT, and its precompiled kernels may not run", source)
     if window.verdict != UNCERTAIN or not window.warning:  # the build's CUDA can target this GPU (or nothing can): as before
@@ -99,6 +106,62 @@ def nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda: str)
                   + (f" (CUDA {first} or later)" if first else "") + f", not with an older one; {missing}",
                   f"{precompiled['source']} ; knowledge/data/compiler_pins.csv ; https://github.com/cupy/cupy/issues/9106")
 
+
+
+SYSTEM_LIBRARIES_RULE = "CUDA libraries"  # the rule answers/conditions.py makes conditional, as TensorFlow's
+NO_TOOLKIT = ("https://pypi.org/project/cupy-cuda12x/12.2.0/ ('You need to install CUDA Toolkit 12.x to use these packages') ; "
+              "https://anaconda.org/scientific-python-nightly-wheels/cupy-cuda13x ('Alternatively, you can install this package together "
+              "with all needed CUDA components from PyPI by passing the [ctk] tag') ; knowledge/data/compiler_pins.csv")
+
+
+def system_toolkit(release: str, variant: str, cc: str | None) -> dict | None:
+    """The system CUDA toolkit a cupy-cudaXXx build without [ctk] needs on this GPU: {'major', 'first', 'text'} where a toolkit
+    of the build's CUDA knows the GPU (`first`: the oldest that does, never older than the build's own CUDA); None where none
+    does (then only PTX of an older target can run, which the toolkit-window rules judge) or the GPU is not known."""
+    row = next((r for r in tables.cupy_packages(variant)), None)
+    if row is None or cc is None or not row["cuda"]:
+        return None
+    major, minor = (int(p) for p in cc.split("."))
+    sm, floor = f"sm_{major}{minor}", Version(row["cuda"].replace(".x", ".0"))
+    fixed = not row["cuda"].endswith(".x")  # cupy-cuda110 and the like: one toolkit minor
+    # a toolkit "knows" the GPU where one of its SASS targets runs there (sm_80 on an 8.6), as the toolkit-window rule reads it
+    knowing = sorted((Version(r["cuda"]) for r in tables.table("cuda_archs")
+                      if any(t and sass_runs(t, major, minor) for t in (_arch(a) for a in r["sm"].split(";")))
+                      and Version(r["cuda"]).major == floor.major and Version(r["cuda"]) >= floor
+                      and (not fixed or Version(r["cuda"]) == floor)))
+    if not knowing:
+        return None
+    first = knowing[0]
+    if first > floor:  # a GPU newer than the build's CUDA: its precompiled kernels must cover it too (cupy/cupy#9106)
+        precompiled = precompiled_kernels(release, variant)
+        if not (precompiled and any(p and sass_runs(p, major, minor) for p in (_arch(a) for a in precompiled["sass"].split(";")))):
+            return None
+    if fixed:
+        text = f"CUDA {floor}"
+    elif first > floor:
+        text = f"CUDA {floor.major}.x, {first} or later (the first whose NVRTC knows {sm})"
+    else:
+        text = f"CUDA {floor.major}.x (any release of it knows {sm})"
+    return {"major": floor.major, "first": str(first), "text": text, "sm": sm, "newer": first > floor}
+
+
+def system_toolkit_rule(release: str, variant: str, cc: str | None, build: dict) -> Reason | None:
+    """cupy-cudaXXx brings no NVRTC: CuPy compiles its kernels as it runs with the system's CUDA toolkit, so a build without
+    [ctk] runs only where the system has one its GPU needs. Any toolkit of the build's CUDA: a pass naming it, with its
+    warning; only a newer minor (sm_120 needs 12.8): uncertain on that alone. Either is conditional in the answer, naming
+    the toolkit (answers/conditions.py), as plain TensorFlow is. None where no toolkit of the build's CUDA knows the GPU."""
+    toolkit = system_toolkit(release, variant, cc)
+    if toolkit is None:
+        return None
+    since = compiler_pin("cupy", f"{variant}[ctk]", release)
+    extra = f"; cupy-{variant}[ctk] brings it from pip" if since else ""
+    said = (f"cupy-{variant} {release} brings no NVRTC: CuPy compiles its kernels as it runs with the system's CUDA toolkit, which "
+            f"must be {toolkit['text']}{extra}")
+    source = f"{build['source']} ; {NO_TOOLKIT}" + (" ; https://github.com/cupy/cupy/issues/9106" if toolkit["newer"] else "")
+    if toolkit["newer"]:  # only some minors of the build's CUDA will do: which one the system has is not known (cupy/cupy#9106)
+        return Reason(SYSTEM_LIBRARIES_RULE, UNCERTAIN, f"{said}; an older one fails", source)
+    return Reason(SYSTEM_LIBRARIES_RULE, PASS, said, source, warning=f"cupy-{variant} needs a {toolkit['text'].split(' (')[0]} toolkit "
+                  "on the system; without one CuPy cannot compile its kernels")
 
 
 def span(row: dict) -> str:
