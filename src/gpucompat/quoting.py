@@ -37,6 +37,23 @@ def printable(text: object, lines: bool = False) -> str:
     return CONTROL_CHARACTERS.sub(" ", text)
 
 
+# What a spreadsheet reads as the start of a formula (OWASP, CSV injection): = + - @, a tab, a carriage return.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A value as a CSV cell a spreadsheet never runs: text that begins as a formula would gets a single quote before it,
+    as OWASP advises (`=cmd|' /C calc'!A0` is written `'=cmd|' /C calc'!A0`); numbers, booleans and None stay as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_row(row: dict) -> dict:
+    """csv_cell() on every value of a row a csv.DictWriter writes."""
+    return {key: csv_cell(value) for key, value in row.items()}
+
+
 def printable_values(value):
     """printable() on every text inside a row, a list or a dict (a stored cell, the doctor's facts), the rest as it is."""
     if isinstance(value, str):

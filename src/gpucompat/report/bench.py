@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 from rich.console import Group
 from rich.text import Text
 
+from ..quoting import csv_row
 from .terminal import Col, FitTable, Step
 
 MEASUREMENTS = ["matmul", "copy", "h2d", "d2h", "launch", "train", "first_step",
@@ -267,12 +268,12 @@ def bench_csv(rows: list[dict]) -> str:
     writer.writeheader()
     for row in sorted_rows(rows):
         before, after = _clock(row, "before"), _clock(row, "after")
-        writer.writerow({**row, "condition": condition_cell(row),
+        writer.writerow(csv_row({**row, "condition": condition_cell(row),
                          "contention": "; ".join(f"{p.get('pid')} {p.get('name') or ''} {p.get('sm_pct_mean')}%".strip()
                                                  for p in row.get("contention") or []),
                          "sm_mhz_before": before.get("sm_mhz"), "sm_mhz_after": after.get("sm_mhz"),
                          "power_w_after": after.get("power_w"), "temp_c_after": after.get("temp_c"),
-                         "throttle_after": " | ".join(map(str, after.get("throttle") or []))})
+                         "throttle_after": " | ".join(map(str, after.get("throttle") or []))}))
     return out.getvalue()
 
 

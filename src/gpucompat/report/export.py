@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import xml.etree.ElementTree as ET
 
 from ..model import is_verified
+from ..quoting import csv_row
 from .rows import Verdicts
 
 COLUMNS = ["cell", "framework", "version", "variant", "python", "env", "gpu", "cc", "driver",
@@ -34,12 +36,14 @@ def to_csv(verdicts: Verdicts) -> str:
     writer.writeheader()
     surprising = {r["cell"] for r in verdicts.surprises}
     for row in sorted(verdicts.valid + verdicts.invalid + verdicts.untested, key=lambda r: r["cell"]):
-        writer.writerow({**row, "warnings": " | ".join(row["warnings"]), "surprise": row["cell"] in surprising})
+        writer.writerow(csv_row({**row, "warnings": " | ".join(row["warnings"]), "surprise": row["cell"] in surprising}))
     return out.getvalue()
 
 
 def _md_cell(value) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    """A value as Markdown text: HTML escaped (a name's `<script>` is shown, never run where the Markdown is rendered),
+    a table's | escaped, one line."""
+    return html.escape(str(value), quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def _md_table(head: list[str], lines: list[list]) -> list[str]:
