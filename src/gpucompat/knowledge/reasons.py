@@ -70,13 +70,19 @@ def disagreeing(reasons: list[Reason]) -> list[Reason]:
     return out
 
 
+def unchangeable(reason: Reason) -> bool:
+    """A failure no pip install fixes: the driver does not drive the GPU, is too old for the build, or no driver for this GPU
+    is new enough (rules.beyond_last_driver: ARCH_UNSUPPORTED at the device stage, where the GPU's last branch ends)."""
+    return reason.rule == DRIVES or reason.code == "DRIVER_TOO_OLD" or (reason.code == "ARCH_UNSUPPORTED" and reason.stage == "device")
+
+
 def combine(reasons: list[Reason], resolved: dict) -> Prediction:
     """The verdict of a stack's reasons: its first failure heads it, and a cause no pip install can fix (the driver does
     not drive the GPU, or is too old for the build's CUDA) comes before one the user can (a missing wheel for a Python),
     the ladder's stage order deciding within each; without a failure, uncertain where any reason is, else a pass."""
     reasons = disagreeing(reasons)
     failures = sorted((r for r in reasons if r.verdict == FAIL),
-                      key=lambda r: (not (r.rule == DRIVES or r.code == "DRIVER_TOO_OLD"), STAGE_ORDER.get(r.stage or "", 9)))
+                      key=lambda r: (not unchangeable(r), STAGE_ORDER.get(r.stage or "", 9)))
     warnings = [r.warning for r in reasons if r.warning]
     if failures:
         return Prediction(FAIL, failures[0].code, failures[0].stage, warnings, reasons, resolved, failures[0].confidence)

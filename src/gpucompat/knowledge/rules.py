@@ -12,6 +12,8 @@ own answer) and `predict_stack`, which puts a framework's reasons and the shared
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from fnmatch import fnmatchcase
 
 from packaging.version import Version
@@ -61,14 +63,14 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
         return Reason(name, UNCERTAIN, f"{cuda_runtime!r} is not a CUDA version", "")
     if have is None:
         return Reason(name, UNCERTAIN, f"driver {driver} is older than every CUDA release in the knowledge tables", "")
-    reach, newest = Version(have["cuda"]), tables.newest_cuda()
+    reach, newest = version(have["cuda"]), tables.newest_cuda()  # the tables' versions, each parsed once (tables.version)
     if have.get("confidence") == "low":  # judge by the newest trusted row, and through the compatibility floor
         have = tables.driver_cuda(driver, trusted_only=True) or have
-    supported = Version(have["cuda"])
+    supported = version(have["cuda"])
     # A CUDA major the tables do not hold (0, 6, 14, ...) is judged only where the driver's own
     # reach is known and lies a major below it; any other verdict would be a guess.
-    if not tables.cuda_known(str(runtime)) and not (runtime.major > reach.major and reach < Version(newest["cuda"])):
-        oldest = min(tables.table("cuda_drivers"), key=lambda r: Version(r["cuda"]))
+    if not tables.cuda_known(str(runtime)) and not (runtime.major > reach.major and reach < version(newest["cuda"])):
+        oldest = min(tables.table("cuda_drivers"), key=lambda r: version(r["cuda"]))
         return Reason(name, UNCERTAIN, f"the knowledge tables have no data for CUDA {runtime} (they hold CUDA {oldest['cuda']} to {newest['cuda']})",
                       "knowledge/data/cuda_drivers.csv")
     if runtime <= supported:
@@ -197,6 +199,25 @@ def wheel_pythons(framework: str, release: str, variant: str) -> list[str]:
     return [p for p in (row["pythons"].split(";") if row and row["pythons"] else []) if p[-1:].isdigit()]
 
 
+def beyond_last_driver(reason: Reason, cc: str | None, gpu: str | None, cuda: str | None = None) -> Reason:
+    """A driver too old for the build is the user's to change only where a newer driver drives the GPU: where the driver the
+    build needs is of a branch past the GPU's last (a Kepler GPU ends at R470, CUDA 11.4), no driver upgrade helps, and the
+    headline is the fact that blocks: this GPU cannot run the build (ARCH_UNSUPPORTED, issue 40 section 6)."""
+    needed = re.search(r"driver >= ([0-9]+)\.[0-9.]+", reason.text) if reason.code == "DRIVER_TOO_OLD" else None
+    bounds = tables.driver_branches(cc, gpu) if needed else None
+    last = bounds and bounds["last"]
+    if not last or int(needed.group(1)) <= int(last["branch"]):
+        return reason
+    newest = f"{last['branch']}.999.99"  # the last branch's newest release, whatever its number
+    if cuda and reason.rule == "driver vs CUDA runtime" and driver_rule(cuda, newest).verdict == PASS:
+        return reason  # minor-version compatibility lets the last branch run it: a driver upgrade does help
+    reach = tables.driver_cuda(newest)
+    names = f"{bounds['architecture']} GPUs" + (f" such as {gpu}" if gpu else "")
+    return replace(reason, code="ARCH_UNSUPPORTED", text=f"{reason.text}; no driver for {names} goes past R{last['branch']}"
+                   + (f" (CUDA {reach['cuda']})" if reach else "") + ", so no driver upgrade runs this build",
+                   source=f"{reason.source} ; {last['source']}")
+
+
 def predict_stack(framework: str, release: str, variant: str, cc: str | None, driver: str | None, python: str | None = None,
             cuda_runtime: str | None = None, arch: tuple | None = None, gpu: str | None = None,
             kernel_module: str | None = None) -> Prediction:
@@ -210,6 +231,7 @@ def predict_stack(framework: str, release: str, variant: str, cc: str | None, dr
         reasons, resolved = found.rules(release, variant, cc, driver, python, cuda_runtime, arch)
     else:
         reasons, resolved = [Reason("framework", UNCERTAIN, f"no rules for {framework!r}", "")], {}
+    reasons = [beyond_last_driver(r, cc, gpu, resolved.get("cuda_runtime")) for r in reasons]
     drives = driver_drives_rule(cc, gpu, driver, kernel_module)
     if drives is not None:  # a GPU the driver does not drive is not there, whatever else fails: that comes first
         reasons.insert(0 if drives.verdict != PASS else len(reasons), drives)
