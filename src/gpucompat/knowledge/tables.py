@@ -112,6 +112,12 @@ def driver_branches(cc: str | None, gpu: str | None) -> dict | None:
     None). A product row (matched by name as gpus.csv rows are, longest name first) outranks its architecture's row
     for the same bound; the architecture comes from the compute capability, or from a product row where the
     compute capability is not known. None where neither says which architecture it is."""
+    found = _driver_branches(cc, gpu)
+    return dict(found) if found is not None else None
+
+
+@lru_cache(maxsize=1024)  # every rule about the driver asks it, for each of the nearest yes's candidates: one GPU, read once
+def _driver_branches(cc: str | None, gpu: str | None) -> dict | None:
     rows = table("gpu_driver_branches")
     named: dict = {}
     for row in rows:
