@@ -2,10 +2,17 @@
 and `inspect` of a large library (target: <= 5 s for libtorch_cuda.so), each beside a
 baseline measured in the same run.
 
-    python benchmarks/knowledge_speed.py [--runs 10] [--library PATH] [--overlay DIR] [--json OUT]
+    python benchmarks/knowledge_speed.py [--runs 10] [--library PATH] [--overlay DIR] [--pool] [--json OUT]
 
 --overlay DIR (what `gpucompat knowledge update` wrote, e.g. docs/evidence/knowledge-update/overlay): explain of a
 release only the overlay describes, with and without it, the two runs alternating so both see the same machine.
+
+--pool: `explain --pool` and `advise --pool` (issue 39 section 7 targets: a 5-class plan within 1 s, 1,000 classes within
+10 s) on examples/plans/site.toml and on a generated plan of --pool-classes classes (default 1,000): 20 GPU models on 5
+drivers, so 100 distinct (GPU, driver) classes, each declared again under its own gres as a site's partitions are; and,
+with --pool-distinct, a plan whose classes are all distinct (every GPU model on as many drivers as it takes). Each a cold
+process with an empty store, beside the plain explain of the same run; --pool-before SRC times the same pool commands
+with an older tree's gpucompat (a `git archive` of its src/) in the same run.
 """
 
 from __future__ import annotations
@@ -27,13 +34,42 @@ from pathlib import Path
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(command: list[str], runs: int) -> list[float]:
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=CHILD_ENV)  # writes the bytecode
+POOL_GPUS = [("Tesla V100-SXM2-32GB", "7.0"), ("NVIDIA A100-SXM4-80GB", "8.0"), ("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA H200", "9.0"),
+             ("NVIDIA L40S", "8.9"), ("NVIDIA GeForce RTX 2080 Ti", "7.5"), ("NVIDIA B200", "10.0"), ("Tesla T4", "7.5"), ("NVIDIA A10", "8.6"),
+             ("NVIDIA GeForce GTX 1080", "6.1"), ("Tesla P100-PCIE-16GB", "6.0"), ("NVIDIA GeForce RTX 4090", "8.9"),
+             ("NVIDIA GeForce RTX 3090", "8.6"), ("Tesla K80", "3.7"), ("NVIDIA A40", "8.6"), ("NVIDIA GeForce RTX 5090", "12.0"),
+             ("NVIDIA L4", "8.9"), ("NVIDIA A30", "8.0"), ("Quadro RTX 6000", "7.5"), ("NVIDIA RTX A6000", "8.6")]
+POOL_DRIVERS = ["470.82.01", "535.104.05", "550.54.15", "570.86.10", "580.65.06"]
+
+
+def pool_plan(classes: int, distinct: bool = False) -> str:
+    """A Slurm plan of `classes` [[targets]]: the models of POOL_GPUS on POOL_DRIVERS (100 distinct classes, each repeated
+    under its own gres), or, `distinct`, each class its own (GPU, driver): the models on the drivers the knowledge names."""
+    drivers = POOL_DRIVERS
+    if distinct:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+        from gpucompat.knowledge import tables
+
+        drivers = [d for d in tables.named_drivers() if int(d.split(".")[0]) >= 450]
+    out = ['name = "site"', 'executor = "slurm"']
+    for n in range(classes):
+        name, _cc = POOL_GPUS[n % len(POOL_GPUS)]
+        driver = drivers[(n // len(POOL_GPUS)) % len(drivers)]
+        out += ["[[targets]]", f'name = "{name}"', f'driver = "{driver}"', f'gres = "g{n:05d}"']
+    out += ["[[stacks]]", 'framework = "torch"', 'versions = ["2.4.1"]']
+    return "\n".join(out) + "\n"
+
+
+def timed(command: list[str], runs: int, env: dict | None = None) -> list[float]:
+    env = env or CHILD_ENV
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)  # writes the bytecode
     times = []
     for _ in range(runs):
         began = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=CHILD_ENV)
+        proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, env=env)
         times.append(time.perf_counter() - began)
+        if proc.returncode not in (0, 1, 3) or b"internal error" in proc.stderr or b"Traceback" in proc.stderr:
+            raise SystemExit(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr.decode()[-400:]}")
     return times
 
 
@@ -55,6 +91,10 @@ def main() -> None:
     parser.add_argument("--library")
     parser.add_argument("--cuobjdump", default=shutil.which("cuobjdump"))
     parser.add_argument("--overlay")
+    parser.add_argument("--pool", action="store_true")
+    parser.add_argument("--pool-classes", type=int, default=1000)
+    parser.add_argument("--pool-distinct", action="store_true")
+    parser.add_argument("--pool-before", metavar="SRC", help="also time the pool commands with gpucompat from SRC (an older tree's src/)")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
@@ -79,8 +119,31 @@ def main() -> None:
                      f"gpucompat explain {spec} --gpu H100 --json, with the overlay": str(Path(args.overlay).resolve())}
             for values, name in zip(alternating(explain, list(sides.values()), args.runs), sides):
                 rows.append({"variant": name, "median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3), "runs": len(values)})
+    if args.pool:
+        folder = Path(tempfile.mkdtemp())
+        plans = {"site.toml (5 classes)": str(Path(__file__).resolve().parent.parent / "examples" / "plans" / "site.toml")}
+        generated = folder / f"pool{args.pool_classes}.toml"
+        generated.write_text(pool_plan(args.pool_classes))
+        plans[f"{args.pool_classes} classes, 100 distinct"] = str(generated)
+        if args.pool_distinct:
+            distinct = folder / f"pool{args.pool_classes}-distinct.toml"
+            distinct.write_text(pool_plan(args.pool_classes, distinct=True))
+            plans[f"{args.pool_classes} classes, all distinct"] = str(distinct)
+        store = ["--db", f"sqlite:///{folder / 'empty.db'}"]
+        for label, plan in plans.items():
+            variants[f"gpucompat explain torch==2.4.1 --pool ({label}) --json"] = [
+                sys.executable, "-m", "gpucompat", "explain", "torch==2.4.1", "--pool", plan, *store, "--json"]
+            variants[f"gpucompat advise torch --pool ({label}) --json"] = [
+                sys.executable, "-m", "gpucompat", "advise", "torch", "--pool", plan, *store, "--json"]
+    envs = {name: CHILD_ENV for name in variants}
+    if args.pool and args.pool_before:  # the same commands with the older tree's gpucompat, in the same run
+        before = {**CHILD_ENV, "PYTHONPATH": str(Path(args.pool_before).resolve())}
+        for name in [n for n in variants if "--pool" in n]:
+            variants[f"{name}, before ({args.pool_before})"] = variants[name]
+            envs[f"{name}, before ({args.pool_before})"] = before
     for name, command in variants.items():
-        values = timed(command, args.runs if "inspect" not in name and "cuobjdump" not in name else min(args.runs, 3))
+        slow = "inspect" in name or "cuobjdump" in name or "classes," in name
+        values = timed(command, args.runs if not slow else min(args.runs, 3 if "before" not in name else 1), envs[name])
         rows.append({"variant": name, "median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3), "runs": len(values)})
     width = max(len(r["variant"]) for r in rows)
     for r in rows:

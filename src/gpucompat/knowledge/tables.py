@@ -28,8 +28,13 @@ MAX_VERSION_CHARS = 64  # no real version is longer; int() refuses numbers of th
 
 def version(text: str | None) -> Version | None:
     """A version, or None for anything that is not one (never an exception)."""
-    if not text or len(text) > MAX_VERSION_CHARS:
+    if not text or not isinstance(text, str) or len(text) > MAX_VERSION_CHARS:
         return None
+    return _version(text)
+
+
+@lru_cache(maxsize=8192)  # the rules compare the same few hundred table versions thousands of times for a pool
+def _version(text: str) -> Version | None:
     try:
         return Version(text)
     except (InvalidVersion, ValueError):
@@ -89,12 +94,13 @@ def cuda_known(cuda: str) -> bool:
     """Whether the tables know CUDA of this major at all. Any minor of a known major is judged
     by the major's documented rules (backward and minor-version compatibility)."""
     want = version(minor_series(cuda))
-    return want is not None and any(Version(r["cuda"]).major == want.major for r in table("cuda_drivers"))
+    return want is not None and any(version(r["cuda"]).major == want.major for r in table("cuda_drivers"))
 
 
+@lru_cache(maxsize=1)  # table() is read once per process; the driver rule asks this for every prediction
 def newest_cuda() -> dict:
     """The row of the newest CUDA release in the tables."""
-    return max(table("cuda_drivers"), key=lambda r: Version(r["cuda"]))
+    return max(table("cuda_drivers"), key=lambda r: version(r["cuda"]))
 
 
 def cuda_archs(cuda: str) -> dict | None:
