@@ -1,4 +1,5 @@
-"""Speed of the offline commands: `explain` (target: median <= 300 ms for a cold process)
+"""Speed of the offline commands: `explain` in each of its forms (target: median <= 150 ms for a cold process, the FAIL
+with its nearest yes included), measured round by round beside `gpucompat --version` (wall, and the CPU time of the process),
 and `inspect` of a large library (target: <= 5 s for libtorch_cuda.so), each beside a
 baseline measured in the same run.
 
@@ -6,6 +7,9 @@ baseline measured in the same run.
 
 --overlay DIR (what `gpucompat knowledge update` wrote, e.g. docs/evidence/knowledge-update/overlay): explain of a
 release only the overlay describes, with and without it, the two runs alternating so both see the same machine.
+
+--forms-before SRC: explain's forms also with the gpucompat of an older tree's src/ (a `git archive` of it), round by round
+in the same run; each ratio is to the --version of its own tree.
 
 --pool: `explain --pool` and `advise --pool` (issue 39 section 7 targets: a 5-class plan within 1 s, 1,000 classes within
 10 s) on examples/plans/site.toml and on a generated plan of --pool-classes classes (default 1,000): 20 GPU models on 5
@@ -73,6 +77,21 @@ def timed(command: list[str], runs: int, env: dict | None = None) -> list[float]
     return times
 
 
+def side_by_side(commands: dict[str, list[str]], runs: int, envs: dict[str, dict] | None = None) -> dict[str, tuple[list[float], list[float]]]:
+    """Each command once in turn, `runs` rounds (the first writes the bytecode and is not counted), so that a load that
+    comes and goes on a shared machine weighs on every command alike: per command, (wall times, CPU times of the child)."""
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
+    for round_ in range(runs + 1):
+        for name, command in commands.items():
+            began = time.perf_counter()
+            child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=(envs or {}).get(name, CHILD_ENV))
+            _pid, _status, usage = os.wait4(child.pid, 0)
+            if round_:
+                times[name][0].append(time.perf_counter() - began)
+                times[name][1].append(usage.ru_utime + usage.ru_stime)
+    return times
+
+
 def alternating(command: list[str], overlays: list[str], runs: int) -> list[list[float]]:
     """The same command under each GPUCOMPAT_KNOWLEDGE in turn, `runs` rounds: one list of times per overlay."""
     times: list[list[float]] = [[] for _ in overlays]
@@ -95,17 +114,32 @@ def main() -> None:
     parser.add_argument("--pool-classes", type=int, default=1000)
     parser.add_argument("--pool-distinct", action="store_true")
     parser.add_argument("--pool-before", metavar="SRC", help="also time the pool commands with gpucompat from SRC (an older tree's src/)")
+    parser.add_argument("--forms-before", metavar="SRC", help="also time explain's forms with gpucompat from SRC (an older tree's src/)")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
-    variants = {
+    # explain's forms, each beside `gpucompat --version` (the same interpreter, Typer and command table, no question)
+    forms = {
         "python -c pass (interpreter start)": [sys.executable, "-c", "pass"],
+        "gpucompat --version (the baseline)": [sys.executable, "-m", "gpucompat", "--version"],
         "gpucompat explain torch==2.4.1 --cc 8.0 --json": [sys.executable, "-m", "gpucompat", "explain", "torch==2.4.1", "--cc", "8.0", "--driver", "535.104.05", "--json"],
         "gpucompat explain (human output)": [sys.executable, "-m", "gpucompat", "explain", "torch==2.4.1", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "570.86.10"],
         # the long tail: a name only pci.ids knows, and a Python window from PyPI's file lists (the two largest tables)
         "gpucompat explain (pci.ids name, --python)": [sys.executable, "-m", "gpucompat", "explain", "tensorflow[and-cuda]==2.15.0", "--gpu",
                                                        "NVIDIA GeForce RTX 3070 Laptop GPU", "--driver", "550.54.14", "--python", "3.11", "--json"],
+        # the README's own example (issue 40 section 8): a FAIL with its nearest yes, some 120 candidate stacks judged
+        "gpucompat explain torch==2.6.0 on an RTX 5090 (FAIL, nearest yes)": [
+            sys.executable, "-m", "gpucompat", "explain", "torch==2.6.0", "--gpu", "NVIDIA GeForce RTX 5090", "--driver", "575.64.05", "--python", "3.12"],
     }
+    envs = {}
+    if args.forms_before:  # the same forms with an older tree's gpucompat, round by round in the same run
+        before = {**CHILD_ENV, "PYTHONPATH": str(Path(args.forms_before).resolve())}
+        for name in [n for n in forms if n.startswith("gpucompat")]:
+            forms[f"{name}, before"], envs[f"{name}, before"] = forms[name], before
+    for name, (wall, cpu) in side_by_side(forms, args.runs, envs).items():
+        rows.append({"variant": name, "median_s": round(statistics.median(wall), 3), "min_s": round(min(wall), 3),
+                     "cpu_median_s": round(statistics.median(cpu), 3), "runs": len(wall)})
+    variants: dict[str, list[str]] = {}
     if args.library:
         size = Path(args.library).stat().st_size
         variants[f"gpucompat inspect {Path(args.library).name} ({size / 2**30:.2f} GiB)"] = [sys.executable, "-m", "gpucompat", "inspect", args.library, "--json"]
@@ -146,8 +180,12 @@ def main() -> None:
         values = timed(command, args.runs if not slow else min(args.runs, 3 if "before" not in name else 1), envs[name])
         rows.append({"variant": name, "median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3), "runs": len(values)})
     width = max(len(r["variant"]) for r in rows)
+    baselines = {r["variant"].endswith(", before"): r for r in rows if r["variant"].startswith("gpucompat --version")}
     for r in rows:
-        print(f"{r['variant']:<{width}}  median {r['median_s']:7.3f} s  min {r['min_s']:7.3f} s  ({r['runs']} runs)")
+        # the issue's measure: times as long as --version (of the same tree)
+        r["x_version"] = round(r["median_s"] / baselines[r["variant"].endswith(", before")]["median_s"], 2)
+        cpu = f"  cpu {r['cpu_median_s']:6.3f} s" if "cpu_median_s" in r else ""
+        print(f"{r['variant']:<{width}}  median {r['median_s']:7.3f} s  min {r['min_s']:7.3f} s{cpu}  {r['x_version']:5.2f} x --version  ({r['runs']} runs)")
     if args.json:
         Path(args.json).write_text(json.dumps({"python": sys.version, "rows": rows}, indent=2))
 
