@@ -300,6 +300,9 @@ def site_sentences(result: dict, answer: dict) -> dict:
     else:
         head = (f"No single install gives every class its newest release{on}: {len(lines)} install line"
                 f"{'s' if len(lines) != 1 else ''}, each the newest release that runs on its classes.")
+    if lines and not answer["python"]:  # a site runs its own Python: say that these are not on it
+        head += (" The plan names no Python, so each line is on the newest Python its release has wheels for; "
+                 "`--python X.Y`, or the plan's `python`, answers for the site's own.")
     per_line = []
     for line in lines:
         needs = f", where the system has {line['needs']['text']}" if line.get("needs") else ""
