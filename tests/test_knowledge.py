@@ -194,8 +194,9 @@ def test_explain_errors(args, message):
 
 
 def test_explain_cli_json_and_text():
-    # the 0.4.30 plugin wheel has SASS up to sm_90 and PTX compute_90 (docs/evidence/wheels): a B200 runs it by PTX JIT
-    data = json.loads(run_cli("explain", "jax[cuda12]==0.4.30", "--cc", "10.0", "--driver", "570.86.10", "--json", check=0).stdout)
+    # the 0.4.35 plugin has SASS up to sm_90 and PTX compute_90 (as 0.4.30's wheel, docs/evidence/wheels) and its XLA
+    # targets sm_100 (xla_targets.csv): a B200 runs its kernels by PTX JIT
+    data = json.loads(run_cli("explain", "jax[cuda12]==0.4.35", "--cc", "10.0", "--driver", "570.86.10", "--json", check=0).stdout)
     assert data["verdict"] == "pass" and any("PTX JIT" in w for w in data["warnings"])
     text = run_cli("explain", "cuda-runtime==13.0", "--gpu", "Tesla V100-PCIE-16GB", "--driver", "535.104.05", check=0).stdout
     assert "FAIL DRIVER_TOO_OLD" in text and "Sources" in text and "[1] https://" in text

@@ -1,12 +1,12 @@
 """JAX's rules: the jax[cudaNN] extra of a release (jax_builds.csv: the plugin's minimum compute capability and driver,
-its kernels), whether the extra existed then (pip ignores an unknown one and installs jax for the CPU), and the
-ptxas XLA compiles with as it runs."""
+its kernels), whether the extra existed then (pip ignores an unknown one and installs jax for the CPU), whether the
+build's XLA can generate code for the GPU at all (xla_targets.csv), and the ptxas XLA compiles with as it runs."""
 
 from __future__ import annotations
 
 from packaging.version import Version
 
-from .. import pins, tables
+from .. import pins, tables, xla_targets
 from ..arch import _arch, arch_rule, sass_runs
 from ..compilers import knows, ptxas_pin
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason
@@ -59,11 +59,59 @@ def rules(release: str, variant: str, cc: str | None, driver: str | None, python
     elif not any(r.rule.endswith("minimum driver") for r in reasons):
         reasons.append(Reason(f"jax[{variant}] minimum driver", PASS, f"driver {driver} >= {build['min_driver']}", build["source"]))
     reasons.append(arch_rule(cc, sass, ptx, source, cuda_runtime, driver))
+    targets = xla_rule(release, variant, cc)
+    if targets is not None:
+        reasons.append(targets)
     compiler = ptxas_rule(release, variant, cc, sass)
     if compiler is not None:
         reasons.append(compiler)
     return reasons, {"cuda_runtime": cuda_runtime or f"{build['cuda_major']}.x", "sass": sass, "ptx": ptx, **(pinned.facts() if pinned else {})}
 
+
+
+# the issue threads where a JAX whose XLA does not target the GPU failed on it (tools/facts/accuracy_cases_other.csv)
+XLA_OBSERVED = ("https://github.com/cantinilab/stories/issues/5 (jax 0.4.26 on an RTX 5070 Ti Laptop GPU: \"Program with .target "
+                "'sm_90a' cannot be compiled to future architecture\", 0.9.1 works) ; https://github.com/3587jjh/HuRo/pull/3 "
+                "(jax 0.4.30 on a compute-12.0 card, the same message; 0.6.2 works)")
+XLA_RULE = "XLA's own targets"
+
+
+def xla_rule(release: str, variant: str, cc: str | None) -> Reason | None:
+    """JAX compiles its kernels with XLA, whose LLVM knows a fixed list of targets (xla_targets.csv, read from the
+    plugin's xla_cuda_plugin.so). For a GPU it does not know, XLA falls back to the most recent target below it
+    (openxla/xla GetSmName). From Hopper on that target's code is arch-specific (sm_90a, sm_101a): it runs on that
+    architecture only, and no ptxas or nvJitLink compiles it for a later one, so FAIL ARCH_UNSUPPORTED at compute,
+    naming XLA's newest target and the first release that targets the GPU. A plain fallback (before Hopper) is PTX
+    that ptxas compiles forward, and a family-specific one (sm_100f) runs on its family: a pass with a warning. None
+    where XLA targets the GPU, the GPU is older than every target, or the table does not hold the release."""
+    want = version(release.split("+")[0])
+    if not cc or want is None or variant == "cpu":
+        return None
+    name = xla_targets.package(variant, str(want))
+    row = xla_targets.targets_of(name, str(want))
+    if row is None:
+        return None
+    major, minor = (int(p) for p in cc.split("."))
+    sm, plain = major * 10 + minor, xla_targets.plain_targets(row)
+    if sm in plain or not plain or sm < plain[0]:
+        return None
+    fallback = max(p for p in plain if p <= sm)
+    targets = row["targets"].split(";")
+    shown = "jaxlib" if name == "jaxlib" else name.replace("-pjrt", "-plugin")
+    said = f"XLA in {shown} {row['release']} targets up to {row['newest_sm']}, not sm_{sm}: it falls back to sm_{fallback}"
+    source = f"knowledge/data/xla_targets.csv ({row['read']}: {row['source']})"
+    first = xla_targets.first_targeting(name, sm)
+    needs = (f"a GPU of compute capability {cc} needs jax {first['release']} or newer (the first release whose XLA targets sm_{sm})"
+             if first else f"no jax release the tables hold targets sm_{sm}")
+    if f"sm_{fallback}f" in targets and fallback // 10 == major:
+        return Reason(XLA_RULE, PASS, f"{said}f, the family-specific target, which runs on every GPU of its family", source,
+                      warning=f"XLA compiles sm_{fallback}f code on this GPU, without instructions newer than sm_{fallback}; {needs}")
+    if f"sm_{fallback}a" in targets:
+        return Reason(XLA_RULE, FAIL, f"{said}, whose code is arch-specific (sm_{fallback}a) and does not carry over to a later GPU "
+                      f"(\"ptxas fatal : Program with .target 'sm_{fallback}a' cannot be compiled to future architecture\"), whatever "
+                      f"ptxas or nvJitLink; {needs}", f"{source} ; {XLA_OBSERVED}", "ARCH_UNSUPPORTED", "compute")
+    return Reason(XLA_RULE, PASS, f"{said}, a plain target whose PTX ptxas compiles for sm_{sm}", source,
+                  warning=f"XLA compiles sm_{fallback} code on this GPU, without its newer instructions; {needs}")
 
 
 def ptxas_rule(release: str, variant: str, cc: str | None, sass: list[str] | None) -> Reason | None:
