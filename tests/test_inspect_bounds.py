@@ -1,6 +1,7 @@
-"""Issue 36 item 2, what `inspect` reads: a wheel's libraries are checked against stated bounds before anything is
+"""Issue 36 item 2 and issue 41 item 5, what `inspect` reads: a wheel's libraries are checked against stated bounds before anything is
 inflated and read as streams (knowledge/archive.py), by `inspect` and by `knowledge update` alike; a file on disk is
-read in pieces, whatever its section table says.
+read in pieces, whatever its section table says; a library of far more fat-binary containers or entries than real ones
+hold (millions of minimal entries: 58 s before) is refused at probe/fatbin.py's bounds.
 
 The bombs are built here without ever holding what they inflate to: a deflate stream of repeated blocks, each
 compressed once and ended with a full flush (which leaves no state behind, so the same bytes can be written again),
@@ -16,6 +17,7 @@ import random
 import struct
 import subprocess
 import sys
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -26,8 +28,9 @@ from conftest import run_cli
 from gpucompat.errors import UserError
 from gpucompat.knowledge import archive
 from gpucompat.knowledge.archive import FatbinStream, member_archs
-from gpucompat.knowledge.fatbin import _shown
-from gpucompat.probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, fatbin_section, inspect_bytes
+from gpucompat.knowledge.fatbin import _shown, inspect
+from gpucompat.probe import fatbin as probe_fatbin
+from gpucompat.probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, PastBound, fatbin_section, inspect_bytes, read_file
 from test_inspect import SYNTHETIC, fatbin_entry, synthetic_elf
 
 MIB = 1 << 20
@@ -98,6 +101,32 @@ def large_library(filler_mib: int) -> list[tuple[bytes, int]]:
     filler = bytes(MIB - 16384) + random.Random(36).randbytes(16384)
     last = names + b"\0" * (-len(names) % 8) + table
     return [(first + b"\0" * (MIB - len(first)), 1), (filler, filler_mib), (last, 1)]
+
+
+def entry_flood(blocks: int, per_container: int = 0) -> tuple[list[tuple[bytes, int]], int]:
+    """A library whose .nv_fatbin is `blocks` blocks of 16,000 minimal sm_80 entries (a 64-byte header, no payload) and
+    one entry whose payload is 8 KiB of random bytes (so it compresses about 90:1, inside the ratio bound); all in one
+    container, or in containers of `per_container` entries each. With the number of entries."""
+    minimal = fatbin_entry(KIND_ELF, 80, payload=b"")
+    noisy = fatbin_entry(KIND_ELF, 80, payload=random.Random(41).randbytes(8 << 10))
+    if per_container:
+        one = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 64 * per_container) + minimal * per_container
+        block = one * (16000 // per_container) + struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(noisy)) + noisy
+        outer = b""
+    else:
+        block = minimal * 16000 + noisy
+        outer = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(block) * blocks)
+    fatbin = len(outer) + len(block) * blocks
+    names = b"\0.shstrtab\0.nv_fatbin\0"
+    names_at = 4096 + fatbin
+    shoff = names_at + len(names) + (-(names_at + len(names)) % 8)
+    section = struct.Struct("<IIQQQQIIQQ")
+    table = (section.pack(*[0] * 10) + section.pack(1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0)
+             + section.pack(11, 1, 2, 0, 4096, fatbin, 0, 0, 8, 0))
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 1)
+    first = header + b"\0" * (4096 - len(header)) + outer
+    last = names + b"\0" * (shoff - names_at - len(names)) + table
+    return [(first, 1), (block, blocks), (last, 1)], blocks * (16000 // (per_container or 16000) * (per_container or 16000) + 1)
 
 
 def measured(*args: str) -> tuple[subprocess.CompletedProcess, int]:
@@ -179,6 +208,79 @@ def test_a_file_whose_section_table_says_a_gib_is_read_in_pieces(tmp_path):
     proc, peak = measured("inspect", str(library), "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["files"] == [] and peak < PEAK_BOUND
+
+
+# -- bounded in time: entries and containers (issue 41 item 5) -----------------------------------------------------
+
+@pytest.mark.parametrize(("per_container", "sentence"), [
+    (0, "has 1,001 entries in one fat-binary container, past the 1,000 one may hold (real CUDA libraries hold at most 16)"),
+    (1, "has 30,001 fat-binary containers, past the 30,000 one library may hold (real CUDA libraries hold at most 2,782)"),
+])
+def test_a_wheel_of_millions_of_minimal_entries_is_refused_at_the_bounds(tmp_path, per_container, sentence):
+    """The issue's wheel: about 15 MB, inside every size bound, of 18 million minimal entries (in one container, or one
+    in each), read for 58 s (one a container) and 22 s (all in one). Now refused once the bound is passed, in about
+    3 s on this machine (benchmarks/inspect_flood.py; no timing asserted here)."""
+    segments, entries = entry_flood(1150, per_container)
+    wheel = zip64_wheel(tmp_path / "flood-1.0-py3-none-any.whl", {"flood/libflood.so": segments})
+    assert wheel.stat().st_size < 20 * MIB and entries > 18_000_000
+    archive.check_members("flood", zipfile.ZipFile(wheel).infolist(), "")  # inside the size and ratio bounds
+    proc, peak = measured("inspect", str(wheel))
+    assert refused(proc) == (f"error: {_shown(str(wheel))}: 'flood/libflood.so' {sentence}, so it is no real CUDA library; "
+                             "none of its kernels are listed.")
+    assert peak < PEAK_BOUND
+
+
+def test_a_library_on_disk_past_the_entries_of_an_image_is_refused_and_skipped_in_a_directory(tmp_path):
+    """4,000 containers of 16 entries (each within its bounds): 64,000 entries in all, past 60,000."""
+    library = tmp_path / "libmany.so"
+    container = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 16 * len(fatbin_entry(KIND_ELF, 80))) + fatbin_entry(KIND_ELF, 80) * 16
+    library.write_bytes(synthetic_elf_of_containers(container * 4000))
+    with pytest.raises(PastBound):
+        read_file(library)  # the probe's library rung names it unread, as it does a damaged file
+    text = refused(run_cli("inspect", str(library)))
+    assert text == (f"error: {_shown(str(library))} has 60,001 fat-binary entries, past the 60,000 one library may hold "
+                    "(real CUDA libraries hold at most 5,737), so it is no real CUDA library; none of its kernels are listed.")
+    found = json.loads(run_cli("inspect", str(tmp_path), "--json", check=0).stdout)
+    assert found["files"] == [] and found["skipped"] == [{"file": str(library), "why": "past a bound: " + text.split(" ", 2)[2][:-len("; none of its kernels are listed.")]}]
+
+
+def synthetic_elf_of_containers(fatbin: bytes) -> bytes:
+    """An ELF image as test_inspect.synthetic_elf lays one out, with these bytes (containers) as its .nv_fatbin."""
+    names = b"\0.shstrtab\0.nv_fatbin\0"
+    section = struct.Struct("<IIQQQQIIQQ")
+    shoff = 4096 + len(fatbin) + (-len(fatbin) % 8)
+    table = (section.pack(*[0] * 10) + section.pack(1, 3, 0, 0, 64, len(names), 0, 0, 1, 0)
+             + section.pack(11, 1, 2, 0, 4096, len(fatbin), 0, 0, 8, 0))
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 1)
+    body = header + names + b"\0" * (4096 - len(header) - len(names)) + fatbin
+    return body + b"\0" * (shoff - len(body)) + table
+
+
+def test_a_library_past_the_time_one_may_take_is_refused(tmp_path, monkeypatch):
+    """The time bound, with the budget at 0 s (a real one reads in seconds; 120 s is the bound): the streamed reader and
+    the reader of files both stop, with one sentence."""
+    monkeypatch.setattr(probe_fatbin, "MAX_SECONDS", 0)
+    wheel = zip64_wheel(tmp_path / "slow-1.0-py3-none-any.whl", {"slow/libslow.so": large_library(4)})
+    with pytest.raises(UserError) as caught:
+        inspect(str(wheel))
+    assert str(caught.value) == (f"{_shown(str(wheel))}: 'slow/libslow.so' was still being read after 0 s, the time one library may "
+                                 "take (the slowest real CUDA library, libtorch_cuda.so, takes under 20 s); none of its kernels are listed.")
+    many = tmp_path / "libmany.so"
+    many.write_bytes(synthetic_elf_of_containers((struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 64) + fatbin_entry(KIND_ELF, 80, payload=b"")) * 300))
+    with pytest.raises(PastBound, match="was still being read after 0 s"):
+        read_file(many)
+
+
+def test_knowledge_updates_reader_refuses_the_same_flood(tmp_path):
+    from gpucompat.knowledge.pyindex import Index, IndexFile, wheel_archs
+
+    segments, _entries = entry_flood(1150)
+    wheel = zip64_wheel(tmp_path / "torch-2.99.0-cp312-cp312-manylinux_2_28_x86_64.whl", {"torch/lib/libtorch_cuda.so": segments})
+    with pytest.raises(UserError) as caught:
+        wheel_archs(Index(wheelhouse=str(tmp_path)), IndexFile(wheel.name, str(wheel), wheel.stat().st_size), lambda name: True)
+    assert str(caught.value) == (f"{wheel.name} from the wheelhouse {tmp_path}: 'torch/lib/libtorch_cuda.so' has 1,001 entries in one "
+                                 "fat-binary container, past the 1,000 one may hold (real CUDA libraries hold at most 16), so it is "
+                                 "no real CUDA library; nothing was changed.")
 
 
 # -- knowledge update reads wheels through the same check -------------------------------------------------------------

@@ -14,7 +14,8 @@ section names are among what was kept and that walk entered .nv_fatbin at rest, 
 are the answer. Otherwise (names that lld puts before a large .strtab, or a walk that a stray magic number outside
 the section carried into it) the member is inflated again from its start, as far as the probe's own reader needs.
 Memory stays under 25 MiB whatever the member's size (the kept bytes, and at most CONTAINERS containers' headers);
-time is a pass or two over it.
+time is a pass or two over it, and at most the probe reader's MAX_SECONDS (probe/fatbin.py): a library past that, or past its bounds on
+fat-binary containers and entries (probe/fatbin.py), is refused with one sentence (past_bound).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from collections.abc import Callable
 from typing import IO
 
 from ..errors import UserError
-from ..probe.fatbin import ELF64_HEADER, FATBIN_MAGIC, Archs, Truncated, _File, count_entry, fatbin_section, scan
+from ..probe.fatbin import (ELF64_HEADER, FATBIN_MAGIC, MAX_CONTAINER_ENTRIES, MAX_ENTRIES, Archs, PastBound, Truncated, _File,
+                            check_time, count_entry, deadline, fatbin_section, scan)
 
 # libtorch_cuda.so, the largest CUDA library wheels carry, is 1.5-2 GiB in builds whose kernels are not compressed (480 MiB
 # in torch 2.14.1, whose kernels are; cuBLASLt 517 MiB): twice the largest, and ZIP64's threshold.
@@ -67,6 +69,11 @@ def check_members(where: str, members, outcome: str) -> None:
                         f"so it is a zip bomb; {outcome}.")
 
 
+def past_bound(where: str, member: str, exc: PastBound, outcome: str) -> UserError:
+    """The sentence for a library past the reader's bounds: `where`, the member, what was counted and the bound."""
+    return UserError(f"{where}: {_shown(member)} {exc}; {outcome}.")
+
+
 def wheel_libraries(archive: zipfile.ZipFile, where: str, wanted: Callable[[str], bool], outcome: str) -> list[zipfile.ZipInfo]:
     """The members `wanted` picks, in file order (one pass over a remote file), checked against the bounds."""
     members = sorted((i for i in archive.infolist() if not i.is_dir() and wanted(i.filename)), key=lambda i: i.header_offset)
@@ -79,15 +86,17 @@ def wheel_libraries(archive: zipfile.ZipFile, where: str, wanted: Callable[[str]
 class FatbinStream:
     """The fat-binary walk of probe/fatbin.scan over bytes that arrive in pieces, holding only a few header bytes:
     every container met anywhere in the image is walked and kept with the end it claims (at most CONTAINERS of them),
-    and `within(start, end)` gives the kernels of those inside a section, where the walk is the probe's own."""
+    and `within(start, end)` gives the kernels of those inside a section, where the walk is the probe's own. Past
+    CONTAINERS, or the probe reader's bounds on entries, it stops walking: scan reads the section again and judges."""
 
-    CONTAINERS = 10_000  # a real image has a few hundred (torch 2.13's libtorch_cuda.so: 449); past this, read again
+    CONTAINERS = 10_000  # a real image has a few thousand at most (libcublasLt.so.13: 2,782); past this, read again
 
     def __init__(self) -> None:
         self.at = 0  # stream offset of self.pending[0]
         self.pending = bytearray()
         self.containers: list[tuple[int, int, Archs]] = []  # (offset, the end its header claims, its kernels)
         self.overflow = False
+        self.entries = 0  # in all the containers met
         self.skip = 0  # bytes to pass over (an entry's payload)
         self.left = 0  # bytes of the current container still to walk
 
@@ -115,8 +124,14 @@ class FatbinStream:
                     continue
                 if len(self.pending) < 0x30:
                     return
-                step = count_entry(self.containers[-1][2], self.pending)
+                archs = self.containers[-1][2]
+                step = count_entry(archs, self.pending)
                 self.skip = self.left if step is None else min(step, self.left)  # None: no entry, the container ends
+                if step is not None:
+                    self.entries += 1
+                    if archs.entries > MAX_CONTAINER_ENTRIES or self.entries > MAX_ENTRIES:  # scan, in the section, judges
+                        self.overflow, self.pending = True, bytearray()
+                        return
                 continue
             found = self.pending.find(FATBIN_MAGIC)
             if found < 0:
@@ -163,6 +178,7 @@ class _Inflated(_File):
         self.recent: list[bytes] = []  # the last pieces inflated, WINDOW bytes and at most one piece more
         self.recent_at = 0  # where the first of them begins
         self.observer: FatbinStream | None = None  # fed every byte of the first pass, in order
+        self.deadline = deadline()  # for all its passes: past it, PastBound
 
     def _read(self, at: int, count: int) -> bytes:
         count = max(0, min(count, self.size - at))
@@ -201,6 +217,7 @@ class _Inflated(_File):
 
     def _pull(self, count: int) -> bytes:
         """The next `count` bytes (fewer at the member's end), kept where they are to be kept."""
+        check_time(self.deadline)
         data = self.handle.read(count)[:count] if count > 0 else b""
         at, self.pos = self.pos, self.pos + len(data)
         if len(self.head) == at < self.HEAD:
@@ -228,7 +245,7 @@ class _Inflated(_File):
 def member_archs(open_member: Callable[[], IO[bytes]], size: int) -> tuple[Archs, str]:
     """The kernels of one library of `size` bytes (inflated), read as a stream from `open_member()` (called again
     for each further pass), and how it was read. Truncated bytes or a damaged image have no kernels, as inspect_bytes
-    says of them; zipfile's errors (a CRC that does not match) pass through."""
+    says of them; zipfile's errors (a CRC that does not match) and PastBound (probe/fatbin.py's bounds) pass through."""
     inflated = _Inflated(open_member, size)
     try:
         stream = inflated.observer = FatbinStream()
@@ -244,7 +261,7 @@ def member_archs(open_member: Callable[[], IO[bytes]], size: int) -> tuple[Archs
             start, end = section[0], section[0] + section[1]
             found = stream.within(start, end)
             if found is None:
-                found = scan(inflated, start, end)  # the probe's own walk over the section, inflated again as far as it
+                found = scan(inflated, start, end, inflated.deadline)  # the probe's own walk over the section, inflated again as far as it
         except Truncated:
             return Archs(), _how(inflated) + ", damaged: no kernels"
         return found, _how(inflated)
@@ -256,6 +273,10 @@ def _how(inflated: _Inflated) -> str:
     return "streamed" if inflated.passes <= 1 else f"streamed, {inflated.passes} passes"
 
 
-def zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[Archs, str]:
-    """member_archs of one member of an open zip file."""
-    return member_archs(lambda: archive.open(info), info.file_size)
+def zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, outcome: str) -> tuple[Archs, str]:
+    """member_archs of one member of an open zip file; past the reader's bounds, a UserError naming `where` and the
+    member, ending with `outcome` (what was not done)."""
+    try:
+        return member_archs(lambda: archive.open(info), info.file_size)
+    except PastBound as exc:
+        raise past_bound(where, info.filename, exc, outcome) from None

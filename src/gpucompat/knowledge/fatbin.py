@@ -2,7 +2,9 @@
 directory, a wheel, or an installed framework), read with the probe's pure-Python fat-binary
 reader (probe/fatbin.py), which the probe's library rung also uses inside jobs. Files are read by
 offset, a few pieces at a time; a wheel's libraries are checked against archive.py's bounds on
-size and compression ratio, then streamed (archive.py), so memory stays under 25 MiB whatever the size.
+size and compression ratio, then streamed (archive.py), so memory stays under 25 MiB whatever the size. A library
+that holds far more fat-binary containers or entries than any real one, or takes longer to read than one may
+(probe/fatbin.py's bounds), is one sentence on the command line and a skipped file in a directory.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from importlib import metadata
 from pathlib import Path
 
 from ..errors import UserError
-from ..probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, Archs, Shrank, Truncated, _arch_key, inspect_bytes, read_file  # noqa: F401 (re-exported)
+from ..probe.fatbin import ARCH_SPECIFIC, KIND_ELF, KIND_PTX, Archs, PastBound, Shrank, Truncated, _arch_key, inspect_bytes, read_file  # noqa: F401 (re-exported)
 from .archive import wheel_libraries, zip_member
+
+NOT_LISTED = "none of its kernels are listed"  # what inspect did not do, after a refusal
 
 
 def inspect_file(path: Path, strict: bool = False, skipped: dict[str, str] | None = None) -> Archs:
@@ -35,6 +39,10 @@ def inspect_file(path: Path, strict: bool = False, skipped: dict[str, str] | Non
         if strict:
             raise UserError(f"{_shown(str(path))} is truncated or not an ELF file: its section table or .nv_fatbin lies past its end.") from None
         why = "truncated ELF"
+    except PastBound as exc:  # millions of minimal entries would take minutes: refused at bounds real libraries stay far under
+        if strict:
+            raise UserError(f"{_shown(str(path))} {exc}; {NOT_LISTED}.") from None
+        why = f"past a bound: {exc}"
     except (OSError, ValueError) as exc:  # unreadable, vanished, a FIFO or device that cannot be mapped
         if strict:
             raise UserError(f"cannot read {_shown(str(path))}: {exc.__class__.__name__}.") from None
@@ -132,7 +140,7 @@ def _wheel(path: Path, target: str) -> dict[str, Archs]:
     try:
         with zipfile.ZipFile(path) as wheel:
             members = wheel_libraries(wheel, _shown(target), _is_library, "nothing of it was read")
-            return {info.filename: zip_member(wheel, info)[0] for info in members}
+            return {info.filename: zip_member(wheel, info, _shown(target), NOT_LISTED)[0] for info in members}
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError, ValueError):
         raise UserError(f"{_shown(target)} is not a readable wheel (zip) file.") from None
 

@@ -464,17 +464,18 @@ def is_library(name: str) -> bool:
 def wheel_archs(index: Index, item: IndexFile, wanted) -> tuple[Archs, list[str]]:
     """The kernels of a wheel's CUDA libraries (`wanted(member name)` picks which count), and the members read.
     NoRanges where the server ignores range requests; IndexFailed where it fails or the file is no wheel; a UserError
-    (one sentence) where a library passes archive.py's bounds on its size or compression ratio, before any is read."""
+    (one sentence) where a library passes archive.py's bounds on its size or compression ratio, before any is read, or
+    the reader's bounds on fat-binary containers, entries and time (probe/fatbin.py) as it is read."""
     handle = index.open(item)
     try:
         with zipfile.ZipFile(handle) as archive:
             found, read = Archs(), []
             # in file order, each checked against the bounds before a byte of any is inflated (archive.py)
-            for info in wheel_libraries(archive, f"{item.filename} from {index.label}",
-                                        lambda name: is_library(name) and wanted(name), "nothing was changed"):
+            where = f"{item.filename} from {index.label}"
+            for info in wheel_libraries(archive, where, lambda name: is_library(name) and wanted(name), "nothing was changed"):
                 # the local header repeats the name and may carry its own extra field: a little slack past the data
                 handle.until = info.header_offset + 30 + 2 * len(info.filename.encode()) + len(info.extra) + info.compress_size + 1024
-                archs, how = zip_member(archive, info)
+                archs, how = zip_member(archive, info, where, "nothing was changed")  # past the reader's bounds: one sentence
                 found.merge(archs)
                 read.append(f"{info.filename.rsplit('/', 1)[-1]} ({how})")
             return found, read

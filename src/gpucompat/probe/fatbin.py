@@ -13,6 +13,8 @@ gpucompat's `inspect` (knowledge/fatbin.py) reads wheels and directories with it
 
 A file is read by offset (os.pread) in small pieces, never mapped: a library copied over in place while it
 is read comes up short, which is Truncated (or Shrank), where a mapping would kill the process with SIGBUS.
+An image that holds far more containers or entries than any real CUDA library, or takes longer to read than one
+may, is PastBound (the bounds below): a few MB of minimal entries would otherwise take minutes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+import time
 from dataclasses import dataclass, field
 
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
@@ -54,6 +57,51 @@ class Truncated(Exception):
 
 class Shrank(Truncated):
     """A file that became shorter while it was read (copied over in place, or truncated)."""
+
+
+# Bounds on what one image's .nv_fatbin may hold and how long reading one library may take (issue 41), each about ten
+# times what real CUDA libraries hold. Counted with this reader on the 28 libraries with kernels in the nvidia-* 13.x,
+# torch 2.14.1 and torchvision wheels on the machine this was written on (docs/reliability.md, "Bounds"): at most 2,782
+# containers (libcublasLt.so.13), 16 entries in one container (libcusolver.so.12; nvcc writes one per -gencode target,
+# and every SM there is, SASS and PTX, is under a hundred) and 5,737 entries in all (libcublasLt.so.13; torch 1.7.1's
+# libtorch_cuda.so, 4,402, docs/evidence/wheels). The slowest real library, libtorch_cuda.so (480 MiB, streamed out
+# of its wheel), takes about 3 s, and its whole wheel under 20 s on two cores shared with five other jobs; a library
+# may take 120 s (the bounds on entries stop a flood long before: the time is for what they do not foresee).
+MAX_CONTAINERS, MAX_CONTAINER_ENTRIES, MAX_ENTRIES, MAX_SECONDS = 30_000, 1_000, 60_000, 120.0
+REAL_MOST = {"containers": "2,782", "container entries": "16", "entries": "5,737", "seconds": "under 20 s"}
+
+
+class PastBound(Exception):
+    """An image past one of the bounds above; str() is what was counted and the bound, as a sentence's predicate
+    ("has 1,001 entries in one fat-binary container, past the 1,000 ...")."""
+
+
+def past_entries(in_container: int, in_image: int) -> PastBound | None:
+    if in_container > MAX_CONTAINER_ENTRIES:
+        return PastBound(f"has {in_container:,} entries in one fat-binary container, past the {MAX_CONTAINER_ENTRIES:,} one may "
+                         f"hold (real CUDA libraries hold at most {REAL_MOST['container entries']}), so it is no real CUDA library")
+    if in_image > MAX_ENTRIES:
+        return PastBound(f"has {in_image:,} fat-binary entries, past the {MAX_ENTRIES:,} one library may hold "
+                         f"(real CUDA libraries hold at most {REAL_MOST['entries']}), so it is no real CUDA library")
+    return None
+
+
+def past_containers(count: int) -> PastBound | None:
+    if count > MAX_CONTAINERS:
+        return PastBound(f"has {count:,} fat-binary containers, past the {MAX_CONTAINERS:,} one library may hold "
+                         f"(real CUDA libraries hold at most {REAL_MOST['containers']}), so it is no real CUDA library")
+    return None
+
+
+def deadline() -> float:
+    """When a read that begins now must end (time.monotonic())."""
+    return time.monotonic() + MAX_SECONDS
+
+
+def check_time(until: float) -> None:
+    if time.monotonic() >= until:
+        raise PastBound(f"was still being read after {MAX_SECONDS:.0f} s, the time one library may take "
+                        f"(the slowest real CUDA library, libtorch_cuda.so, takes {REAL_MOST['seconds']})")
 
 
 ELF64_HEADER, SECTION_HEADER = 64, struct.Struct("<IIQQQQI")  # name, type, flags, addr, offset, size, link
@@ -184,16 +232,23 @@ def count_entry(found: Archs, fields) -> int | None:
     return size + padded
 
 
-def scan(data, start: int = 0, end: int | None = None) -> Archs:
-    """Every fat-binary container between start and end. Reads only inside [start, end) and
-    stops at whatever does not fit, so any bytes at all give a result, never an exception."""
+def scan(data, start: int = 0, end: int | None = None, until: float | None = None) -> Archs:
+    """Every fat-binary container between start and end. Reads only inside [start, end) and stops at whatever does
+    not fit, so any bytes at all give a result; PastBound, the one exception, for more containers or entries than the
+    bounds above, or a read past `until` (time.monotonic(); by default MAX_SECONDS from now)."""
     end = len(data) if end is None else max(0, min(end, len(data)))
-    found = Archs()
+    until = deadline() if until is None else until
+    found, containers = Archs(), 0
     pos = data.find(FATBIN_MAGIC, max(0, start), end)
     try:
         while 0 <= pos and pos + 16 <= end:
+            containers += 1
+            if containers > MAX_CONTAINERS:
+                raise past_containers(containers)
+            if not containers & 0xFF:
+                check_time(until)
             _magic, _version, header_size, fat_size = _unpack(_CONTAINER, data, pos)
-            entry, container_end = pos + header_size, min(pos + header_size + fat_size, end)
+            entry, container_end, before = pos + header_size, min(pos + header_size + fat_size, end), found.entries
             while entry + 0x30 <= container_end:  # the entry fields read below end at 0x30
                 fields = data[entry:entry + 0x30]
                 if len(fields) < 0x30:
@@ -201,6 +256,10 @@ def scan(data, start: int = 0, end: int | None = None) -> Archs:
                 step = count_entry(found, fields)
                 if step is None:
                     break
+                if found.entries - before > MAX_CONTAINER_ENTRIES or found.entries > MAX_ENTRIES:
+                    raise past_entries(found.entries - before, found.entries)
+                if not found.entries & 0x3FF:
+                    check_time(until)
                 entry += step
             pos = data.find(FATBIN_MAGIC, max(container_end, pos + 4), end)
     except Truncated:  # a file that came up short while it was read: what was read stands (read_file says it shrank)
@@ -209,13 +268,13 @@ def scan(data, start: int = 0, end: int | None = None) -> Archs:
 
 
 def _kernels(data) -> Archs:
-    """The kernels in one image; Truncated for a damaged ELF image."""
+    """The kernels in one image; Truncated for a damaged ELF image, PastBound past the bounds."""
     section = fatbin_section(data)
     return scan(data, section[0], section[0] + section[1]) if section else Archs()
 
 
 def inspect_bytes(data) -> Archs:
-    """The kernels in one image; a damaged ELF image counts as having none (see inspect_file)."""
+    """The kernels in one image; a damaged ELF image counts as having none (see inspect_file); PastBound past the bounds."""
     try:
         return _kernels(data)
     except Truncated:
@@ -224,7 +283,8 @@ def inspect_bytes(data) -> Archs:
 
 def read_file(path) -> Archs:
     """The kernels in one file, read by offset (CUDA libraries run to hundreds of MB, and only their headers are
-    read). Raises Truncated for a damaged ELF image, Shrank for a file cut short while it was read, OSError or
+    read). Raises Truncated for a damaged ELF image, Shrank for a file cut short while it was read, PastBound for an
+    image past the bounds (more fat-binary containers or entries than real libraries hold, or too long a read), OSError or
     ValueError for a file that cannot be read or is not a regular file (opened without waiting on a named pipe)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:

@@ -14,7 +14,7 @@ decides from the binary, not from a status string, whether the library has no ke
 (or "archs_error" where no mapped file could be read). The probe reports; gpucompat decides.
 """
 
-from .fatbin import Archs, Truncated, read_file
+from .fatbin import Archs, PastBound, Truncated, read_file
 from .ladder import RungSkipped
 from .records import loaded_libraries
 
@@ -37,7 +37,7 @@ def archs(files):
     for entry in files:
         try:
             total.merge(read_file(entry["path"]))
-        except (OSError, ValueError, Truncated) as exc:
+        except (OSError, ValueError, Truncated, PastBound) as exc:  # PastBound: far more entries than a real library
             unread.append("%s: %s" % (entry["path"], exc.__class__.__name__))
     found = {"sass": sorted(total.sass), "ptx": sorted(total.ptx), "ptx_isa": sorted(total.ptx_isa), "entries": total.entries}
     if unread:
