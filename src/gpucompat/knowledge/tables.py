@@ -94,7 +94,12 @@ def cuda_known(cuda: str) -> bool:
     """Whether the tables know CUDA of this major at all. Any minor of a known major is judged
     by the major's documented rules (backward and minor-version compatibility)."""
     want = version(minor_series(cuda))
-    return want is not None and any(version(r["cuda"]).major == want.major for r in table("cuda_drivers"))
+    return want is not None and want.major in _cuda_majors()
+
+
+@lru_cache(maxsize=1)  # the driver rule asks cuda_known for every prediction: the nearest yes's ~120 candidates
+def _cuda_majors() -> frozenset[int]:
+    return frozenset(version(r["cuda"]).major for r in table("cuda_drivers"))
 
 
 @lru_cache(maxsize=1)  # table() is read once per process; the driver rule asks this for every prediction
