@@ -115,6 +115,9 @@ def test_the_answer_is_on_the_plans_pythons_and_never_on_another(tmp_path):
     assert "Python 3.10" in text and "Python 3.11" in text and "Python 3.12" not in text and "Python 3.13" not in text
     given = json.loads(run_cli("advise", "jax", "--pool", str(plan), "--python", "3.12", "--json", env=ENV, check=0).stdout)
     assert given["pythons"] == ["3.12"] and set(pythons_in(given["answers"])) == {"3.12"}
+    explained = json.loads(run_cli("explain", "jax[cuda12]==0.4.30", "--pool", str(plan), "--json", env=ENV, check=0).stdout)
+    assert (explained["python"], explained["python_from"]) == ("3.10", "the plan")  # explain --pool too: the plan's, not the newest
+    assert any("it also lists 3.11" in note for note in explained["notes"])
 
 
 def _cell(line, c, **extra):

@@ -123,6 +123,11 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
     question, python, pool = asked.stack, asked.python, asked.classes
     notes = list(asked.notes)
     newest = asked.python_from == NEWEST
+    python_from = asked.python_from
+    if newest and pool.plan_pythons:  # a plan that lists its Pythons answers on them, as advise --pool does
+        python, newest, python_from = pool.plan_pythons[0], False, "the plan"
+        others = f"; it also lists {', '.join(pool.plan_pythons[1:])}" if len(pool.plan_pythons) > 1 else ""
+        notes.append(f"Python {python}: the Python the plan lists{others} (give --python X.Y for another)")
 
     def python_of(v: str) -> str | None:  # a pool is other machines: without --python, each build's newest wheel Python
         return newest_python(question.framework, question.version, v) if newest else python
@@ -146,7 +151,7 @@ def answer_pool(asked: Asked, observed_rows: list[dict]) -> dict:
         notes.append(python_note(question.framework, question.version, variant, python))
     judged = Question(question.typed, question.framework, question.version, variant, question.notes)
     result = {"spec": judged.spec, "asked": question.typed, "notes": notes, "pool": asked.pool, "python": python,
-              "python_from": asked.python_from, "driver_typed": asked.driver_typed,
+              "python_from": python_from, "driver_typed": asked.driver_typed,
               **answer(judged, variant, pool, python, Observations(observed_rows), newest)}
     if result["passing"]:  # where some class passes, the command that installs the stack there
         result["install"] = install_for(judged.framework, judged.version, variant, None)
