@@ -31,7 +31,7 @@ def records(bundle) -> list[dict]:
 
 
 def seal(records_: list[dict], into, key=None):
-    body = b"".join(json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() + b"\n" for r in records_)
+    body = b"".join(json.dumps(r, sort_keys=True, separators=(",", ":")).encode() + b"\n" for r in records_)
     digest = hashlib.sha256(body).hexdigest()
     tail = json.dumps({"signature": signing.sign(key, digest)}).encode() + b"\n" if key is not None else b""
     into.write_bytes(gzip.compress(body + json.dumps({"sha256": digest}).encode() + b"\n" + tail))

@@ -16,7 +16,8 @@ imported sweep reads exactly as it did where it ran, less what redact.py takes o
 paths, environment values) unless exported with keep_hosts. Export signs with the site's key (signing.py; without
 one, only `--unsigned` writes a bundle, and it has no signature line). Import checks the whole file before it opens the
 store (format, schema, every line's JSON nesting, digest, then the signature: one that does not verify is refused
-always, and an unsigned bundle or one signed by a key this site does not trust is refused unless `--untrusted`), then
+always, and an unsigned bundle or one signed by a key this site does not trust is refused unless `--untrusted`; every
+record plausible, bundle_checks.py; no site named as a look-alike of a trusted one), then
 adds every sweep it does not hold yet in one transaction, each with its provenance in the sources table.
 
 A sweep is known by its identity, which the importer computes from its observations (store_schema.SweepIdentity: its
@@ -47,6 +48,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from . import __version__, signing
+from .bundle_checks import SURROGATE_ESCAPE, SweepChecks, has_lone_surrogate
 from .errors import UserError
 from .knowledge.overlay import json_too_deep
 from .paths import config_dir, open_user_file, size_words
@@ -334,7 +336,7 @@ def verify(path: Path, untrusted: bool = False) -> Verified:
     bundle, or one signed by a key not trusted here, unless `untrusted` (then its sweeps are imported marked unverified)."""
     path = Path(path)
     digest, header, found, trailer, signature = hashlib.sha256(), None, [], None, None
-    identity = None  # the sweep being read
+    identity, checks, implausible = None, None, None  # the sweep being read; why its content is implausible
     for number, line in enumerate(_lines(path), start=1):
         if signature is not None:
             raise _refused(path, "is not a gpucompat bundle (it goes on after its signature)")
@@ -369,14 +371,18 @@ def verify(path: Path, untrusted: bool = False) -> Verified:
             except (ValueError, RecursionError):
                 record = None
         kind, body = next(iter(record.items())) if isinstance(record, dict) and len(record) == 1 else (None, None)
+        if SURROGATE_ESCAPE.search(line) and has_lone_surrogate(record):
+            implausible = implausible or f"holds text that is not Unicode in line {number} (half a UTF-16 pair, such as \\ud800 alone)"
         if kind == "sweep":
             site = body.get("site") if isinstance(body, dict) else None
             if not is_site_name(site):
                 raise _refused(path, "is not a gpucompat bundle (a sweep names no valid site)")
             identity = _identify(None, kind, body)
             found.append([site, body.get("ref"), body.get("name"), identity])
+            checks = SweepChecks(len(found))
         elif identity is not None and kind in ("target", "stack", "cell") and isinstance(body, dict):
             _identify(identity, kind, body)
+            implausible = implausible or checks.check(kind, body)  # said once the digest and signature hold (bundle_checks.py)
         # anything else is refused by merge(), which reads every line again
     if header is None:
         raise _refused(path, "is not a gpucompat bundle (it is empty)")
@@ -386,6 +392,12 @@ def verify(path: Path, untrusted: bool = False) -> Verified:
         raise _refused(path, "was changed after it was written (the sha256 of its content does not match the one it carries)")
     sweeps_seen = tuple(SweepSeen(site, ref, name, seen.hexdigest()) for site, ref, name, seen in found)
     checked = Verified(path, header, digest.hexdigest(), sweeps_seen, *_signer(path, signature, digest.hexdigest()))
+    if implausible:  # whoever signed it: a signature says who sealed it, never that it is plausible
+        raise _refused(path, implausible)
+    for site in dict.fromkeys([header["site"], *(seen.site for seen in sweeps_seen)]):
+        resembled = signing.looks_like_trusted(site)
+        if resembled is not None:
+            raise _refused(path, f"names the site {site!r}, which reads as the trusted site {resembled!r} but is not it (a look-alike name)")
     if not checked.trusted and not untrusted:
         if checked.signer is None:
             raise _refused(path, "is not signed, so nothing says which site wrote it: import it with --untrusted to keep its sweeps marked "

@@ -8,7 +8,10 @@ so never over another), and `site-key.pub`, the public key another site trusts: 
 of its 32 bytes, in groups of four; a key is compared whole, never by its fingerprint.
 
 `trust add NAME KEYFILE` keeps a public key under a name (a site name's rules) in `trusted-keys.json` beside it (0600,
-rewritten whole and swapped in), `trust remove NAME` takes it out, `trust list` lists them. The site's own key is trusted
+rewritten whole and swapped in), `trust remove NAME` takes it out, `trust list` lists them. Whoever can write that file
+decides what import calls verified, so it is read as the private key is (_read_guarded: no link followed, owner and mode
+read from the descriptor, its directory this user's and writable by no one else), and a name that reads as a trusted
+one or a reserved word (site_skeleton: case, spacing, look-alike characters) is refused. The site's own key is trusted
 as itself: a bundle it exported imports here as verified.
 
 A bundle's signature is Ed25519 over SIGNED_PREFIX and the sha256 (hex) of every byte above its sha256 line: the digest
@@ -27,6 +30,7 @@ import re
 import shlex
 import time
 from pathlib import Path
+from stat import S_ISREG
 
 from .errors import UserError
 from .paths import config_dir, read_user_file
@@ -47,16 +51,38 @@ class BadSignature(Exception):
     """Why a bundle's signature does not verify (a few words)."""
 
 
+# Characters a reader takes for one another in a site's name (Unicode's confusables for these ASCII ones: 0/o, 1/l/I,
+# rn/m, vv/w), and the separators, which a glance does not tell apart. A name is ASCII (SITE_NAME), so a Cyrillic or
+# Greek look-alike, a fullwidth letter or a zero-width space is refused before it is compared at all.
+_LOOK_ALIKES = (("rn", "m"), ("vv", "w"), ("0", "o"), ("1", "l"), ("i", "l"), ("|", "l"), ("_", "-"), (".", "-"))
+
+
+def site_skeleton(name) -> str:
+    """The name as a reader sees it, for comparing names: NFKC, case folded, spaces collapsed and stripped, look-alike
+    characters folded together. Two names of one skeleton are one name to a person."""
+    import unicodedata
+
+    text = " ".join(unicodedata.normalize("NFKC", str(name)).casefold().split())
+    for seen, meant in _LOOK_ALIKES:
+        text = text.replace(seen, meant)
+    return text
+
+
+_RESERVED_SKELETONS = {site_skeleton(word): word for word in (*RESERVED_SITES, OWN)}
+
+
 def is_site_name(name) -> bool:
-    """1 to 64 letters, digits, spaces or ._@+- starting with a letter or digit, and not a --source word."""
-    return isinstance(name, str) and SITE_NAME.fullmatch(name) is not None and name.lower() not in RESERVED_SITES
+    """1 to 64 letters, digits, spaces or ._@+- starting with a letter or digit, one space between words, no space at
+    its end, and not a --source word (nor one that reads as it: 'Local', 'l0cal', 'this  site')."""
+    return (isinstance(name, str) and SITE_NAME.fullmatch(name) is not None and " ".join(name.split()) == name
+            and site_skeleton(name) not in _RESERVED_SKELETONS)
 
 
 def check_name(name, where: str) -> str:
     """A site's name (in a bundle, or a trusted key's): 1 to 64 letters, digits, spaces or ._@+-, not a --source word."""
-    if not is_site_name(name) or name.casefold() == OWN:
-        raise UserError(f"{where}: {str(name)[:70]!r} is not a site name: 1 to 64 letters, digits, spaces or ._@+- starting with a letter or "
-                        f"digit, and not {', '.join(RESERVED_SITES)} or {OWN!r}.")
+    if not is_site_name(name):
+        raise UserError(f"{where}: {str(name)[:70]!r} is not a site name: 1 to 64 ASCII letters, digits, single spaces or ._@+- starting "
+                        f"with a letter or digit, and not {', '.join(RESERVED_SITES)} or {OWN!r} (nor a name that reads as one of them).")
     return name
 
 
@@ -88,19 +114,8 @@ def load_key():
     path = config_dir() / PRIVATE
     if not os.path.lexists(path):
         return None
-    try:  # the mode is read from the file that is read: no link followed, no other file checked
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise UserError(f"cannot read the site's private key {path}: {exc.strerror} (a link is not followed); move it away and run "
-                        "`gpucompat key` for a new one.") from None
-    with os.fdopen(fd, "rb") as handle:
-        stat = os.fstat(fd)
-        data = handle.read(16 << 10) if stat.st_size <= 16 << 10 else b""
-    mode = stat.st_mode & 0o777
-    if stat.st_uid != os.getuid():
-        raise UserError(f"the site's private key {path} belongs to another user (uid {stat.st_uid}); move it away and run `gpucompat key`.")
-    if mode & 0o077:
-        raise UserError(f"the site's private key {path} may be read by others (mode {mode:04o}); `chmod 600 {shlex.quote(str(path))}`, then run again.")
+    data = _read_guarded(path, "the site's private key", 16 << 10, 0o077, "may be read by others",
+                         "move it away and run `gpucompat key` for a new one")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm):
@@ -109,6 +124,45 @@ def load_key():
         raise UserError(f"the site's private key {path} is damaged or not one gpucompat wrote; move it away and run `gpucompat key` for a "
                         "new one (other sites must then trust its new public key).")
     return key
+
+
+def _read_guarded(path: Path, what: str, limit: int, forbidden: int, forbidden_words: str, renew: str) -> bytes:
+    """The bytes of a file only its owner may change, checked on what is read: its directory (as opened: owned by this
+    user, writable by no one else), then the file, opened in that directory without following a link, its owner and
+    mode read from the descriptor (no other file checked, none swapped in between). Past `limit` bytes: b"". One
+    sentence, naming the file and the fix, for each check that fails. forbidden: the mode bits it may not have."""
+    shown = shlex.quote(str(path))
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UserError(f"cannot open the config directory {path.parent} that holds {what}: {exc.strerror or exc}.") from None
+    try:
+        held = os.fstat(folder)
+        if held.st_uid != os.getuid():
+            raise UserError(f"{what} {path} is in a directory that belongs to another user (uid {held.st_uid}), who could replace it; "
+                            f"`chown {os.getuid()} {shlex.quote(str(path.parent))}` or move the config elsewhere (XDG_CONFIG_HOME), then run again.")
+        if held.st_mode & 0o022:
+            raise UserError(f"{what} {path} is in a directory others may write (mode {held.st_mode & 0o777:04o}), so they could replace it; "
+                            f"`chmod 700 {shlex.quote(str(path.parent))}`, then run again.")
+        try:
+            fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except OSError as exc:
+            link = " (it is a symbolic link, which gpucompat does not follow there: put the file itself in its place, not a link)" \
+                if os.path.islink(path) else ""
+            raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}{link}; {renew}.") from None
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as handle:
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            raise UserError(f"{what} {path} is not a regular file; {renew}.")
+        if stat.st_uid != os.getuid():
+            raise UserError(f"{what} {path} belongs to another user (uid {stat.st_uid}), who decides what it says; "
+                            f"`chown {os.getuid()} {shown}` if it is yours, else {renew}.")
+        mode = stat.st_mode & 0o777
+        if mode & forbidden:
+            raise UserError(f"{what} {path} {forbidden_words} (mode {mode:04o}); `chmod 600 {shown}`, then run again.")
+        return handle.read(limit + 1) if stat.st_size <= limit else b""
 
 
 def _partial(path: Path, data: bytes, mode: int) -> Path:
@@ -224,7 +278,12 @@ def _trusted_entries() -> list[dict]:
     path = config_dir() / TRUSTED
     if not os.path.lexists(path):
         return []
-    data = read_user_file(path, "the trusted keys file", MAX_TRUSTED_FILE, "it holds one short entry per trusted site.")
+    # whoever can write this file decides what import calls verified: guarded as the private key is (others may read it)
+    data = _read_guarded(path, "the trusted keys file", MAX_TRUSTED_FILE, 0o022, "may be written by others, who would decide what is verified",
+                         "remove it and `gpucompat trust add` each site's key again")
+    if len(data) > MAX_TRUSTED_FILE or not data:
+        raise UserError(f"the trusted keys file {path} is empty or larger than {MAX_TRUSTED_FILE >> 20} MiB; remove it and `gpucompat trust add` "
+                        "each site's key again.")
     try:
         entries = json.loads(data)["keys"]
         for entry in entries:
@@ -257,11 +316,22 @@ def trust_add(name: str, keyfile) -> dict:
         if entry["name"].lower() == name.lower():
             raise UserError(f"a key named {entry['name']!r} is trusted already ({entry['fingerprint']}); "
                             f"`gpucompat trust remove {shlex.quote(entry['name'])}` first to replace it.")
+        if site_skeleton(entry["name"]) == site_skeleton(name):
+            raise UserError(f"{name!r} reads as {entry['name']!r}, which is trusted already ({entry['fingerprint']}): a person could not tell "
+                            "their sweeps apart; choose a name that differs in more than case, spacing or look-alike characters.")
         if entry["key"] == key:
             raise UserError(f"that key ({shown}) is trusted already, as {entry['name']!r}.")
     entries.append({"name": name, "key": key, "fingerprint": shown, "added_at": time.time()})
     _save(entries)
     return {"name": name, "fingerprint": shown, "file": str(config_dir() / TRUSTED)}
+
+
+def looks_like_trusted(name) -> str | None:
+    """The trusted site's name that `name` reads as without being it (another case is the same name), or None."""
+    if not isinstance(name, str):
+        return None
+    return next((e["name"] for e in trusted() if e["name"] != OWN and e["name"].casefold() != name.casefold()
+                 and site_skeleton(e["name"]) == site_skeleton(name)), None)
 
 
 def trust_remove(name: str) -> dict:

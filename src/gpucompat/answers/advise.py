@@ -14,6 +14,7 @@ from ..model import is_verified
 from .asked import NEWEST, Asked, newest_python, read_advice
 from .conditions import CONDITIONAL, system_libraries
 from .drivers import oldest_driver
+from .observed import seen_in
 from .questions import gpu_variants, judgeable, known_releases, release_of, spec_text, wheel_releases
 
 
@@ -140,7 +141,7 @@ def advise_for(asked: Asked, observed_rows: list[dict], limit: int = 5) -> dict:
             continue
         version = row["version"].split("+")[0]
         observed.append({"source": "observed", "version": row["version"], "variant": row["variant"], "python": row["python"],
-                         "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "warnings": row["warnings"],
+                         "gpu": row["gpu"], "driver": row["driver"], "sweep": row.get("sweep"), "seen_in": seen_in(row), "warnings": row["warnings"],
                          "cuda_runtime": row.get("cuda_runtime") or None,
                          # where it was observed, and False where a bundle no key this site trusts brought it (`import --untrusted`)
                          "site": row.get("source") or "local", "verified": is_verified(row),

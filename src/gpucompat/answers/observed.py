@@ -264,6 +264,13 @@ def observed_verdict(row: dict) -> str:
     return "pass" if row["code"] == PASS else "fail"
 
 
+def seen_in(row: dict) -> str:
+    """The sweep an observation comes from, in words: a sweep imported from another site names that site, never a sweep
+    number of this store alone (`sweep 3 (imported from siteb)`)."""
+    site = row.get("source") or "local"
+    return f"sweep {row.get('sweep')}" if site == "local" else f"sweep {row.get('sweep')} (imported from {site})"
+
+
 def decide(result: dict, observations: list[dict]) -> dict:
     """The answer with observation first: `source` says what decided ("observed" or "rule"); the rules'
     own answer stays under `predicted`; `disagreement` says where the two part."""
@@ -276,7 +283,7 @@ def decide(result: dict, observations: list[dict]) -> dict:
         python = ".".join(str(seen["python"]).split(".")[:2])
         result.setdefault("notes", []).append(
             f"the store observed {build}{f' ({why})' if why else ''} {seen['code']} on {seen['gpu']}, driver {seen.get('driver') or '?'}, "
-            f"with Python {seen['python']} (sweep {seen['sweep']}); give --python {python} for that observation to answer")
+            f"with Python {seen['python']} ({seen_in(seen)}); give --python {python} for that observation to answer")
     if not observations:
         result.update(source="rule", decided_by="predicted by rule" + (f" ({result['code']})" if result.get("code") else ""),
                       predicted=predicted, observed=None, disagreement=None)
@@ -290,8 +297,8 @@ def decide(result: dict, observations: list[dict]) -> dict:
     build, why = shown_build(newest, newest.get("asked_variant"))
     result.update(
         source="observed", predicted=predicted,
-        decided_by=f"observed: {build}{f' ({why})' if why else ''} {newest['code']} on {where}, Python {newest['python']}, "
-                   f"in sweep {newest['sweep']} on {when}",
+        decided_by=f"observed{'' if site == 'local' else f' at {site}'}: {build}{f' ({why})' if why else ''} {newest['code']} on {where}, "
+                   f"Python {newest['python']}, in {seen_in(newest)} on {when}",
         observed={"code": newest["code"], "stage": newest.get("stage"), "sweep": newest["sweep"], "date": when,
                   "gpu": newest["gpu"], "driver": newest.get("driver"), "site": site, "verified": verified, "signer": newest.get("signer"),
                   "reason": newest.get("reason"),

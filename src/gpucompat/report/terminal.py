@@ -295,7 +295,7 @@ class AdviseTable:
         notes = [Text.assemble(  # an observation imported without a trusted signature says so first (answers.advise: verified)
             (f"UNVERIFIED (imported from {printable(i.get('site'))}); " if not is_verified(i) else "", "bold yellow"),
             Text(("conditional: " if i.get("verdict") == "conditional" else "")  # it needs the system's CUDA (answers/conditions.py)
-                 + ("; ".join(i["warnings"]) or (f"sweep {i['sweep']}, driver {i['driver']}" if i["source"] == "observed" else "")),
+                 + ("; ".join(i["warnings"]) or (f"{i.get('seen_in') or 'sweep ' + str(i['sweep'])}, driver {i['driver']}" if i["source"] == "observed" else "")),
                  style="blue" if i.get("verdict") == "conditional" else "")) for i in items]
         return FitTable(escape(self.result["note"]), [
             Col("source", "Source", [_text(i["source"]) for i in items]),
