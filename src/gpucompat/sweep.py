@@ -420,7 +420,9 @@ class DryRun:
         if self.skipped:
             said.append(f"  {sum(self.skipped.values()):,} predicted to fail, skipped (--skip-predicted-failures): "
                         + ", ".join(f"{key} {count:,}" for key, count in self.skipped.items()))
-        said.append(f"  {_many(self.gpu_jobs, 'GPU job')} the real run would submit" + (f": {self.submissions}" if self.submissions else ""))
+        said.append(f"  {_many(self.gpu_jobs, 'GPU job')} the real run would submit" + (f": {self.submissions}" if self.submissions else "")
+                    + ("; a class no node has is found by the real run's sbatch --test-only first, which a dry run does not ask"
+                       if self.executor == "slurm" and self.gpu_jobs else ""))
         if self.predicted_to_fail:
             said.append(f"  {self.predicted_to_fail:,} of them predicted to fail: --skip-predicted-failures would run no job for "
                         + ("it" if self.predicted_to_fail == 1 else "them"))
