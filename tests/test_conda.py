@@ -276,4 +276,4 @@ def test_advise_writes_a_conda_environment_file(isolated):
     assert conda.advised_pin("cupy", "13.3.0", "cuda12x") == "cuda-version=12"
     assert conda.advised_pin("cupy", "13.3.0", "cuda-version=12.6") == "cuda-version=12.6"
     bad = run_cli("advise", "--framework", "torch", "--cc", "8.0", "--driver", "550.54.15", "--format", "yaml", check=2)
-    assert "--format 'yaml': write table or conda." in bad.stderr
+    assert "--format 'yaml': write table, conda, or (with --pool) md or html." in bad.stderr

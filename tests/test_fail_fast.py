@@ -18,7 +18,7 @@ def closed_port() -> int:
 @pytest.mark.parametrize("stack, sentence", [
     ('framework = "torch"\nversions = ["2.4.1", "2.5.1"]\nvariants = ["cu999"]',
      "torch variant 'cu999' was never built for 2.4.1, 2.5.1: PyTorch 2.4 has no cu999 build (its CUDA builds are cu118, cu121, cu124)"),
-    ('framework = "jax"\nversions = ["0.4.30"]\nvariants = ["cuda13"]', "jax 0.4.30 has no [cuda13] extra (it existed for jax 0.7.2 on)"),
+    ('framework = "jax"\nversions = ["0.4.30"]\nvariants = ["cuda13"]', "jax variant 'cuda13' was never built for 0.4.30: jax 0.4.30's metadata declares no [cuda13] extra"),
     ('framework = "cupy"\nversions = ["13.3.0"]\nvariants = ["cuda13x"]', "PyPI has no cupy-cuda13x 13.3.0 (cupy-cuda13x was published for CuPy 13.6.0, 14.0.0–14.2.0)"),
 ])
 def test_a_variant_never_built_is_refused_before_anything_is_stored(isolated, stack, sentence):
