@@ -353,6 +353,7 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
     counts = _counts(shown)
     counts["untested"] = len(apart)
     return {"title": title, "source": source, "sources": _sources(rows),
+            "local_cells": sum(1 for r in raw_rows + elsewhere if (r.get("source") or "local") == "local"),
             "classes": [{"name": g[0], "cc": g[1], "file": gpu_pages[g]} for g in classes],
             "matrix": matrix, "stacks": stack_pages, "gpus": gpus, "cells": len(rows), "counts": counts, "apart": apart_summary(apart),
             "not_tested": [_not_tested(g, by_class[g]) for g in not_tested] + [
