@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import shutil
 
 from conftest import REPO, run_cli
 from gpucompat import signing
@@ -14,8 +15,10 @@ BENCH_DB = REPO / "docs" / "evidence" / "bench-h100" / "bench.db"  # 2 sweeps, 1
 
 
 def export(tmp_path, env: dict, name: str = "genuine.gz", site: str = "lab-a", db=BENCH_DB) -> object:
-    out = tmp_path / name
-    run_cli("export", "--db", f"sqlite:///{db}", "--bundle", str(out), "--site", site, "--unsigned", env=env, check=0)
+    """The store's bundle, exported from a copy (SQLite leaves a -shm beside a WAL store even when it only reads)."""
+    out, copy = tmp_path / name, tmp_path / f"{name}.db"
+    shutil.copyfile(db, copy)
+    run_cli("export", "--db", f"sqlite:///{copy}", "--bundle", str(out), "--site", site, "--unsigned", env=env, check=0)
     return out
 
 
