@@ -165,6 +165,8 @@ def _same_build(framework: str, version: str, build: str | None) -> str | None:
     if framework == "torch" and build == "default":
         row = tables.torch_default(version)
         return row["variant"] if row else build
+    if framework == "cupy" and build:  # the package is the build; [ctk] adds CUDA's own wheels beside it, which the
+        return build.split("[", 1)[0]  # cell's environment had or not: its probe's NVRTC rung says which, in its evidence
     return build
 
 
