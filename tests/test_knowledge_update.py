@@ -434,7 +434,8 @@ def test_tensorflow_and_cupy_releases_past_the_tables(server, env):
     assert any(r["rule"] == "architecture" and "learned from" in r["source"] for r in answer["reasons"])
     answer = json.loads(run_cli("explain", "cupy-cuda13x==14.3.0", "--gpu", "H100", "--driver", "580.95.05", "--python", "3.12", "--json",
                                 env=env, check=0).stdout)
-    assert answer["verdict"] == "pass" and any("learned from" in r["source"] for r in answer["reasons"])
+    # installable as learned; without [ctk] it needs the system's CUDA toolkit for NVRTC (issue 40.3): conditional
+    assert answer["verdict"] == "conditional" and any("learned from" in r["source"] for r in answer["reasons"])
 
 
 

@@ -292,7 +292,9 @@ def _conda_cupy_row(pin: Pin, where: dict, conda_cuda: str | None) -> dict:
         reason = Reason("conda build", FAIL if fails else UNCERTAIN, build.why, build.source,
                         "ENV_UNRESOLVABLE" if fails else None, "resolve" if fails else None)
         return _row(pin, f"conda-forge cupy {build.version or pin.specifier or ''}".strip(), combine([reason], {}), [])
-    prediction = predict_stack("cupy", build.version, build.variant, where["cc"], where["driver"], None,
+    # a conda build brings its CUDA (cudatoolkit, or cuda-nvrtc and the libraries) as its own run dependencies, NVRTC
+    # included, as PyPI's [ctk] extra does: it is judged as that, never as a wheel needing the system's toolkit
+    prediction = predict_stack("cupy", build.version, f"{build.variant}[ctk]", where["cc"], where["driver"], None,
                                cuda_runtime=build.cuda, gpu=where.get("matched") or where.get("gpu"))
     chosen = Reason("conda build", PASS, build.why, build.source)
     prediction = combine([chosen, *prediction.reasons], {**prediction.resolved, "conda_build_cuda": build.cuda})
