@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -59,6 +61,12 @@ PASS = Code.PASS.value
 UNTESTED = Code.UNTESTED.value
 # The codes that say a stack is broken (everything but PASS and UNTESTED).
 FAILURE_CODES = tuple(code.value for code in Code if code not in (Code.PASS, Code.UNTESTED))
+
+# Every pattern is matched whole (fullmatch) with ASCII classes only. Here, not in plan.py, so that explain reads a
+# version without loading the plan reader (docs/performance.md).
+PYTHON_VERSION = re.compile(r"3\.(8|9|1[0-5])", re.ASCII)  # the probe needs 3.8+; 3.15 is the newest in sight
+CC_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)  # a compute capability, or a CUDA version "12.2"
+DRIVER_VERSION = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", re.ASCII)
 
 # Why a cell could not be tested: nothing here is the stack's fault (DCGM's "could not run").
 UNTESTED_CAUSES = {

@@ -12,7 +12,8 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .knowledge import tables
-from .model import BENCH_DTYPES, BENCH_MEASUREMENTS, ENV_PROVIDERS, EXECUTORS, FRAMEWORKS, KERNEL_MODULES, BenchSpec, StackSpec, SweepSpec, Target, Timeouts
+from .model import (BENCH_DTYPES, BENCH_MEASUREMENTS, CC_VERSION, DRIVER_VERSION, ENV_PROVIDERS, EXECUTORS, FRAMEWORKS, KERNEL_MODULES,
+                    PYTHON_VERSION, BenchSpec, StackSpec, SweepSpec, Target, Timeouts)
 from .paths import read_user_text
 from .quoting import CONTROL_CHARACTERS
 from .sbatch_options import check_extra_sbatch
@@ -57,12 +58,10 @@ KNOWN_VARIANTS = {  # matched with fullmatch
 }
 # Every pattern is matched against the whole string (fullmatch) with ASCII classes only:
 # `$` would let a trailing newline through, and `\d` would accept other scripts' digits.
+# PYTHON_VERSION, CC_VERSION and DRIVER_VERSION live in model.py: explain reads them without loading the plan reader
 _DURATION = re.compile(r"\s*([0-9]{1,9}(?:\.[0-9]{1,9})?)\s*(s|m|h|d)?\s*", re.ASCII)
-PYTHON_VERSION = re.compile(r"3\.(8|9|1[0-5])", re.ASCII)  # the probe needs 3.8+; 3.15 is the newest in sight
 _LATEST = re.compile(r"latest:([0-9]{1,3})", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)  # Slurm GRES types, features, partitions, accounts
-CC_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)  # a compute capability, or a CUDA version "12.2"
-DRIVER_VERSION = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}", re.ASCII)
 # uv's --python-platform values for the Linux machines GPUs sit in
 _PLATFORM = re.compile(r"linux|(x86_64|aarch64)-(unknown-linux-gnu|manylinux2014|manylinux_2_(1[7-9]|[2-3][0-9]|40))", re.ASCII)
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)  # RFC 1123 label: namespaces

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 from ..knowledge import tables
 from ..knowledge.rules import branch_releases, wheel_pythons
-from ..model import EXECUTORS, KERNEL_MODULES, Target
-from ..plan import DRIVER_VERSION, PYTHON_VERSION, load_plan
+from ..model import DRIVER_VERSION, EXECUTORS, KERNEL_MODULES, PYTHON_VERSION, Target
 from .questions import Question, framework_name, release_of, spec_text
 from .questions import read as read_stack
 from .target import where
@@ -205,6 +204,8 @@ def pool_targets(pool: str) -> tuple[str, list[Target], str, tuple[str, ...]]:
     path = Path(pool)
     if path.suffix != ".toml" or not path.is_file():
         raise UserError(f"--pool {pool[:60]!r} is neither a pool ({', '.join(EXECUTORS)}) nor a plan file (PLAN.toml) that exists.")
+    from ..plan import load_plan  # only a --pool PLAN reads a plan: explain's other forms never load the reader
+
     spec, text = load_plan(path)
     pythons = plan_pythons(spec, text)
     if isinstance(spec.targets, tuple):

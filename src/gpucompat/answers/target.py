@@ -14,7 +14,7 @@ import os
 
 from ..errors import UserError
 from ..knowledge import gpus, tables
-from ..plan import CC_VERSION, DRIVER_VERSION
+from ..model import CC_VERSION, DRIVER_VERSION
 
 MAX_NAME_CHARS = 200
 
