@@ -337,28 +337,24 @@ class BeforeJobs:
     predicted to fail and skipped (--skip-predicted-failures), and the cells that go to the executor."""
 
     outcomes: list[tuple[Cell, Outcome, bool]]  # (cell, its verdict, observed: False for a predicted failure not run)
-    resolved_away: int
-    skipped: int
     runnable: list[Cell]
 
 
 def decided_before_jobs(cells: list[Cell], predicted: dict, skip_predicted_failures: bool) -> BeforeJobs:
     """The one split the real run and the dry run both make, so a dry run previews exactly what the run would submit."""
-    outcomes, runnable, resolved_away, skipped = [], [], 0, 0
+    outcomes, runnable = [], []
     for cell in cells:
         prediction = predicted.get(cell.id)
         if not cell.resolved.ok:
             outcomes.append((cell, analysis.classify(cell.resolved, None), True))
-            resolved_away += 1
         elif skip_predicted_failures and prediction and prediction["verdict"] == "fail":
             failing = next((r for r in prediction["reasons"] if r["verdict"] == "fail"), {"text": "", "source": ""})
             outcome = Outcome(prediction["code"], prediction["stage"], f"predicted, not run: {failing['text']}",
                               {"prediction": {"reasons": prediction["reasons"]}})
             outcomes.append((cell, outcome, False))
-            skipped += 1
         else:
             runnable.append(cell)
-    return BeforeJobs(outcomes, resolved_away, skipped, runnable)
+    return BeforeJobs(outcomes, runnable)
 
 
 def resolve_again(store: Store, sweep_id: int, spec: SweepSpec, options: RunOptions, pending: list[Cell], progress: Progress) -> bool:

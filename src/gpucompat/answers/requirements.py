@@ -27,7 +27,6 @@ from .questions import Question, read, release_of, spec_text
 TORCH_INDEX = re.compile(re.escape(PYTORCH_INDEX.split("{")[0]) + r"(?P<variant>cu[0-9]{2,3}|cpu|rocm[0-9.]+)", re.ASCII)
 _JAX_PLUGIN = re.compile(r"jax-(cuda[0-9]{2})-(plugin|pjrt)", re.ASCII)
 _CONDA_CUDA = ("cudatoolkit", "cuda-version", "cuda-cudart", "cuda-runtime", "pytorch-cuda")
-_CONDA_BUILD_CUDA = re.compile(r"cuda_?([0-9]{2})\.?([0-9])", re.ASCII)
 TORCH_NAMES, TF_NAMES = ("torch", "pytorch", "pytorch-gpu", "pytorch-cpu"), ("tensorflow", "tensorflow-gpu", "tensorflow-cpu")
 
 
@@ -67,8 +66,7 @@ def torch_variant(pin: Pin, parsed: Parsed, conda_cuda: str | None) -> tuple[str
         if found:
             return found["variant"], [f"torch from {index}: the {found['variant']} build"]
     if pin.conda:
-        build = _CONDA_BUILD_CUDA.search(pin.build or "")
-        cuda = f"{build.group(1)}.{build.group(2)}" if build else conda_cuda
+        cuda = conda_builds.build_cuda(pin.build) or conda_cuda
         if pin.name == "pytorch-cpu" or "cpu" in (pin.build or ""):
             return "cpu", ["conda's CPU build of pytorch"]
         if cuda:

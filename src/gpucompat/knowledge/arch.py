@@ -28,6 +28,11 @@ def sass_runs(target: tuple, major: int, minor: int) -> bool:
     return t_major == major and (t_minor == minor if suffix == "a" else t_minor <= minor)
 
 
+def sass_covers(targets, major: int, minor: int) -> bool:
+    """Whether any of these SASS target names ('sm_80', 'sm_90a', ...) runs on CC major.minor (sass_runs)."""
+    return any(t and sass_runs(t, major, minor) for t in (_arch(name) for name in targets or ()))
+
+
 def ptx_jits(target: tuple, major: int, minor: int) -> bool:
     """PTX compute_XY JIT-compiles for any CC >= X.Y; compute_XYf only within family X, minor >= Y;
     compute_XYa only for X.Y (arch-specific PTX is not forward compatible)."""

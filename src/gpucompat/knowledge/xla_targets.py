@@ -13,6 +13,8 @@ the GPU of the same family, XLA's newer code uses it (ResolveSupportedComputeCap
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 
 from packaging.version import Version
@@ -38,6 +40,7 @@ def package(variant: str, release: str) -> str:
     return "jax-cuda12-pjrt"
 
 
+@lru_cache(maxsize=None)  # the tables do not change within a process (tables.table is cached too)
 def _rows(name: str) -> tuple[dict, ...]:
     return tuple(sorted((r for r in tables.table(TABLE) if r["package"] == name), key=lambda r: Version(r["release"])))
 

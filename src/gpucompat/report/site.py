@@ -83,7 +83,7 @@ def newest(raw_rows: list[dict], cells: dict | None = None) -> list[dict]:
         raw = as_read(raw)  # a verdict stored before its could-not-test cause existed is ranked as that cause
         code = raw["code"]
         local = (raw.get("source") or "local") == "local"
-        if not local and code in (UNTESTED, "PENDING", None):
+        if not local and code in (UNTESTED, None):
             continue  # another site's could-not-test says nothing of this site: its supporting line only
         stack = (raw["framework"], shown_version(raw), raw["variant"], shown_python(raw), raw["env"], raw.get("image") or "")
         key = (stack, raw["gpu"], raw["cc"] or "")
@@ -359,7 +359,7 @@ def build(raw_rows: list[dict], bench_rows: list[dict], title: str, source: str 
             "not_tested": [_not_tested(g, by_class[g]) for g in not_tested] + [
                 {"name": g[0], "cc": g[1], "why": "no cell stored here ran on it", "cells": 0} for g in unseen],
             "pool": pool.origin if pool else None, "elsewhere": _elsewhere(elsewhere),
-            "supporting": {"lines": len(supporting), "cells": sum(s["cells"] for s in supporting),
+            "supporting": {"cells": sum(s["cells"] for s in supporting),
                            "unverified": sum(s["cells"] for s in supporting if not s["verified"])},
             "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__}
 

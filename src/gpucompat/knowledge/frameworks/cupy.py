@@ -7,7 +7,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from .. import tables
-from ..arch import _arch, sass_runs, toolkit_window_rule
+from ..arch import sass_covers, toolkit_window_rule
 from ..compilers import compiler_pin, compiler_targets, knows
 from ..ptx import ptx_jit_rule
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason
@@ -90,7 +90,7 @@ def nvrtc_rule(release: str, variant: str, ctk: bool, cc: str | None, cuda: str,
     if window.verdict != UNCERTAIN or not window.warning:  # the build's CUDA can target this GPU (or nothing can): as before
         return None
     precompiled = precompiled_kernels(release, variant)
-    covered = precompiled and any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in precompiled["sass"].split(";")))
+    covered = precompiled and sass_covers(precompiled["sass"].split(";"), major, minor)
     if not covered:
         return None  # neither the wheel's kernels nor a known compiler: the toolkit window's uncertainty stands
     first = min((r["cuda"] for r in tables.table("cuda_archs") if sm in r["sm"].split(";")), key=Version, default=None)
@@ -126,7 +126,7 @@ def system_toolkit(release: str, variant: str, cc: str | None) -> dict | None:
     fixed = not row["cuda"].endswith(".x")  # cupy-cuda110 and the like: one toolkit minor
     # a toolkit "knows" the GPU where one of its SASS targets runs there (sm_80 on an 8.6), as the toolkit-window rule reads it
     knowing = sorted((Version(r["cuda"]) for r in tables.table("cuda_archs")
-                      if any(t and sass_runs(t, major, minor) for t in (_arch(a) for a in r["sm"].split(";")))
+                      if sass_covers(r["sm"].split(";"), major, minor)
                       and Version(r["cuda"]).major == floor.major and Version(r["cuda"]) >= floor
                       and (not fixed or Version(r["cuda"]) == floor)))
     if not knowing:
@@ -134,7 +134,7 @@ def system_toolkit(release: str, variant: str, cc: str | None) -> dict | None:
     first = knowing[0]
     if first > floor:  # a GPU newer than the build's CUDA: its precompiled kernels must cover it too (cupy/cupy#9106)
         precompiled = precompiled_kernels(release, variant)
-        if not (precompiled and any(p and sass_runs(p, major, minor) for p in (_arch(a) for a in precompiled["sass"].split(";")))):
+        if not (precompiled and sass_covers(precompiled["sass"].split(";"), major, minor)):
             return None
     if fixed:
         text = f"CUDA {floor}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from .. import pins, tables, xla_targets
-from ..arch import _arch, arch_rule, sass_runs
+from ..arch import _arch, arch_rule, sass_covers
 from ..compilers import knows, ptxas_pin
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason
 from ..rules import driver_rule, minimum_rule, predict_stack, semicolon_list
@@ -129,7 +129,7 @@ def ptxas_rule(release: str, variant: str, cc: str | None, sass: list[str] | Non
     oldest = min((p[1], p[2]) for p in (_arch(s) for s in given["sm"].split(";")) if p)
     if (major, minor) < oldest:  # older than every target: the build's own minimum says so first
         return None
-    covered = any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in sass or []))
+    covered = sass_covers(sass, major, minor)
     name, sm = "run-time compiler (XLA)", f"sm_{major}{minor}"
     said = (f"XLA compiles jax's kernels for {sm} as it runs, with the PTX compiler pip brings: nvJitLink where it loads, else the "
             f"ptxas of {package} (jax-{variant}-plugin {release} requires {pin['requirement']}), both of one CUDA release")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from .. import pins, tables
-from ..arch import _arch, arch_rule, sass_runs, toolkit_window_rule
+from ..arch import arch_rule, sass_covers, toolkit_window_rule
 from ..compilers import knows, ptxas_pin
 from ..reasons import FAIL, PASS, UNCERTAIN, Prediction, Reason
 from ..rules import driver_rule, python_rule, semicolon_list
@@ -72,7 +72,7 @@ def xla_rule(release: str, variant: str, cc: str | None, sass: list[str]) -> Rea
         return None
     pin, package, _floor, lowest, given = found
     major, minor = (int(p) for p in cc.split("."))
-    covered = any(p and sass_runs(p, major, minor) for p in (_arch(s) for s in sass))
+    covered = sass_covers(sass, major, minor)
     if covered and knows(lowest, major, minor):
         return None
     sm, name = f"sm_{major}{minor}", "run-time compiler (XLA ptxas)"
