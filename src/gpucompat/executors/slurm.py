@@ -331,12 +331,16 @@ class SlurmExecutor:
         """[slurm] build_first: the tasks of the build array prepare() wrote (0 where every environment was built)."""
         return len(self._build_tasks) if self._build else 0
 
+    def _waits_for_build(self, members) -> bool:
+        """Whether a GPU array holds a cell whose environment the build array makes ([slurm] build_first)."""
+        return self._build is not None and bool(set(members) & self._build[1])
+
     def submit_commands(self) -> list[list[str]]:
         """The sbatch commands submit() runs, in order, for what prepare() wrote (a dry run says them):
         the build array first where there is one, then each GPU array, after it where it waits for it."""
         commands = [["sbatch", "--parsable", self._build[0].name]] if self._build else []
         for script, members in self._arrays:
-            waits = self._build is not None and bool(set(members) & self._build[1])
+            waits = self._waits_for_build(members)
             commands.append(["sbatch", "--parsable", *(["--dependency=afterok:BUILD"] if waits else []), script.name])
         return commands
 
@@ -354,7 +358,7 @@ class SlurmExecutor:
         for script, members in self._arrays:
             if not set(members) <= wanted:
                 continue
-            waits = self._build is not None and bool(set(members) & self._build[1])
+            waits = self._waits_for_build(members)
             if waits and build_refused:
                 for cell_id in members:
                     self._ended[cell_id] = Observation(facts={}, untested=("scheduler", build_refused))
