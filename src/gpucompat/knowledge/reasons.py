@@ -23,6 +23,7 @@ class Reason:
     stage: str | None = None
     warning: str | None = None
     confidence: str = "high"  # of the table row the reason rests on: high, medium (low rows never decide)
+    needs_driver: str | None = None  # a DRIVER_TOO_OLD reason's driver that would do (rules.beyond_last_driver reads it)
 
 
 def weighed(reason: Reason, confidence: str | None) -> Reason:

@@ -12,7 +12,6 @@ own answer) and `predict_stack`, which puts a framework's reasons and the shared
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from fnmatch import fnmatchcase
 
@@ -76,10 +75,11 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
     if runtime <= supported:
         return weighed(Reason(name, PASS, f"driver {driver} supports CUDA {supported}, enough for runtime {runtime}", have["source"]), have.get("confidence"))
     needed = tables.cuda_row(str(runtime))
-    need_text = f" (CUDA {runtime} wants driver >= {needed['toolkit_driver_min']})" if needed else ""
+    needed_driver = needed["toolkit_driver_min"] if needed else None
+    need_text = f" (CUDA {runtime} wants driver >= {needed_driver})" if needed else ""
     if runtime.major > supported.major:
         return weighed(Reason(name, FAIL, f"CUDA runtime {runtime} is a newer major than driver {driver} supports (CUDA {supported}){need_text}",
-                              (needed or have)["source"], "DRIVER_TOO_OLD", "device"), have.get("confidence"))
+                              (needed or have)["source"], "DRIVER_TOO_OLD", "device", needs_driver=needed_driver), have.get("confidence"))
     floor = tables.compat_floor(runtime.major)
     if floor and version(driver) >= version(floor["compat_driver_min"]):
         warning = (f"runs under CUDA minor-version compatibility: runtime {runtime} on a driver that supports CUDA {supported}; "
@@ -94,7 +94,7 @@ def driver_rule(cuda_runtime: str | None, driver: str | None) -> Reason:
         return Reason(name, PASS, f"driver {driver} >= {floor['compat_driver_min']}, the minor-version compatibility floor of CUDA {runtime.major}.x{need_text}{unlisted}",
                       floor["source"], warning=warning)
     return weighed(Reason(name, FAIL, f"CUDA runtime {runtime} is newer than driver {driver} supports (CUDA {supported}), and CUDA {runtime.major}.x has no minor-version compatibility floor it meets",
-                          (needed or have)["source"], "DRIVER_TOO_OLD", "device"), have.get("confidence"))
+                          (needed or have)["source"], "DRIVER_TOO_OLD", "device", needs_driver=needed_driver), have.get("confidence"))
 
 
 def minimum_rule(what: str, cc: str, driver: str | None, min_cc: str, min_driver: str, source: str) -> list[Reason]:
@@ -107,7 +107,7 @@ def minimum_rule(what: str, cc: str, driver: str | None, min_cc: str, min_driver
                               source, "ARCH_UNSUPPORTED", "compute"))
     if driver and version(driver) < version(min_driver):
         reasons.append(Reason(f"{what} minimum driver", FAIL, f"{what} needs driver >= {min_driver}; this one is {driver}",
-                              source, "DRIVER_TOO_OLD", "device"))
+                              source, "DRIVER_TOO_OLD", "device", needs_driver=min_driver))
     return reasons
 
 
@@ -203,10 +203,10 @@ def beyond_last_driver(reason: Reason, cc: str | None, gpu: str | None, cuda: st
     """A driver too old for the build is the user's to change only where a newer driver drives the GPU: where the driver the
     build needs is of a branch past the GPU's last (a Kepler GPU ends at R470, CUDA 11.4), no driver upgrade helps, and the
     headline is the fact that blocks: this GPU cannot run the build (ARCH_UNSUPPORTED, issue 40 section 6)."""
-    needed = re.search(r"driver >= ([0-9]+)\.[0-9.]+", reason.text) if reason.code == "DRIVER_TOO_OLD" else None
+    needed = reason.needs_driver if reason.code == "DRIVER_TOO_OLD" else None
     bounds = tables.driver_branches(cc, gpu) if needed else None
     last = bounds and bounds["last"]
-    if not last or int(needed.group(1)) <= int(last["branch"]):
+    if not last or int(needed.split(".")[0]) <= int(last["branch"]):
         return reason
     newest = f"{last['branch']}.999.99"  # the last branch's newest release, whatever its number
     if cuda and reason.rule == "driver vs CUDA runtime" and driver_rule(cuda, newest).verdict == PASS:
