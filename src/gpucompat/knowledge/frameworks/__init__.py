@@ -16,12 +16,13 @@ import importlib
 from functools import cache
 from types import ModuleType
 
-# framework -> the module of its rules, imported only for the framework a question asks about
-RULES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "cupy": "cupy", "cuda-runtime": "cuda_runtime"}
+# framework -> "module:function", imported only for the framework a question asks about
+RULES = {"torch": "torch:rules", "tensorflow": "tensorflow:rules", "jax": "jax:rules", "cupy": "cupy:rules",
+         "cuda-runtime": "cuda_runtime:rules"}
 
 
 @cache
 def rules_module(framework: str) -> ModuleType | None:
     """The module of a framework's rules; None for a framework that has none."""
     found = RULES.get(framework)
-    return importlib.import_module("." + found, __name__) if found else None
+    return importlib.import_module("." + found.split(":")[0], __name__) if found else None
